@@ -1,0 +1,54 @@
+"""Canonical JSON and checksums: the one encoding every checksum and attestation uses.
+
+Sorted keys, compact separators, UTF-8 (no ASCII escaping), NaN and infinities rejected,
+floats in Python's shortest round-trip repr, datetimes as UTC ISO-8601 with ``Z``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+CANONICAL_ENCODING = "prme-canonical-json-v1"
+
+
+def to_jsonable(value: Any) -> Any:
+    """A pydantic model becomes its JSON-mode dump; anything else is returned unchanged."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical text of ``value`` (a pydantic model or JSON-compatible data)."""
+    return json.dumps(
+        to_jsonable(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return canonical_json(value).encode("utf-8")
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def checksum(value: Any) -> str:
+    """SHA-256 hex of the canonical bytes of ``value``."""
+    return sha256_hex(canonical_bytes(value))
+
+
+def hmac_hex(secret: bytes, value: Any) -> str:
+    """HMAC-SHA256 of the canonical bytes of ``value`` under ``secret``."""
+    return hmac.new(secret, canonical_bytes(value), hashlib.sha256).hexdigest()

@@ -1,0 +1,71 @@
+"""PRMEConfig: built once at the edge (env prefix ``PRME_``, nested delimiter ``__``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from prme.models.scoring import ScoringWeights, product_default_scoring
+
+DEFAULT_EPISTEMIC_WEIGHTS: dict[str, float] = {
+    "observed": 1.0,
+    "asserted": 0.9,
+    "inferred": 0.7,
+    "hypothetical": 0.3,
+    "conditional": 0.5,
+    "deprecated": 0.1,
+    "unverified": 0.5,
+}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EmbeddingConfig(_Section):
+    provider: str = "minilm"
+    dimension: int | None = None
+
+
+class RetrievalConfig(_Section):
+    vector_k: int = Field(default=500, ge=1, le=10000)
+    lexical_k: int = Field(default=500, ge=1, le=10000)
+    graph_max_candidates: int = Field(default=150, ge=0, le=10000)
+    graph_max_hops: int = Field(default=3, ge=1, le=3)
+    default_limit: int = Field(default=20, ge=0, le=10000)
+    token_budget: int = Field(default=4096, ge=0)
+    unverified_confidence_threshold: float = Field(default=0.30, ge=0.0, le=1.0)
+    epistemic_weights: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_EPISTEMIC_WEIGHTS)
+    )
+
+
+class APIConfig(_Section):
+    user_keys: dict[str, SecretStr] = Field(default_factory=dict)
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+
+
+class MCPConfig(_Section):
+    user_id: str | None = None
+    user_keys: dict[str, SecretStr] = Field(default_factory=dict)
+
+
+class StorageConfig(_Section):
+    postgres_url: SecretStr | None = None
+    busy_timeout_ms: int = Field(default=10000, ge=0)
+
+
+class PRMEConfig(BaseSettings):
+    """Everything configurable. Scoring defaults to rank fusion (``PRME_SCORING__FUSION=weighted``
+    switches to the weighted formula that ranking profiles adjust)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PRME_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    scoring: ScoringWeights = Field(default_factory=product_default_scoring)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    api: APIConfig = Field(default_factory=APIConfig)
+    mcp: MCPConfig = Field(default_factory=MCPConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)

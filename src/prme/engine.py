@@ -1,0 +1,57 @@
+"""The engine context every service function receives: store, configuration, embedder, clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from prme.canonical import checksum
+from prme.config import PRMEConfig
+from prme.embed.base import Embedder
+from prme.errors import InvalidInputError
+from prme.storage.base import Store
+
+FEATURE_SCHEMA = 1  # bump whenever feature computation changes meaning
+ENTITY_EXTRACTOR = "capitalised-v1"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Engine:
+    store: Store
+    config: PRMEConfig
+    embedder: Embedder
+    clock: Callable[[], datetime] = utc_now
+    _features: dict[str, Any] | None = field(default=None, repr=False)
+
+    def feature_identity(self) -> dict[str, Any]:
+        """What produced the features: explicit and versioned, never source hashes."""
+        if self._features is None:
+            self._features = {
+                "feature_schema": FEATURE_SCHEMA,
+                "embedder": self.embedder.identity.model_dump(mode="json"),
+                "lexical": self.store.lexical_identity,
+                "vector_search": "exact",
+                "entity_extractor": ENTITY_EXTRACTOR,
+                "storage": self.store.backend_name,
+            }
+        return self._features
+
+    def feature_identity_sha256(self) -> str:
+        return checksum(self.feature_identity())
+
+    def check_embedder(self) -> None:
+        """A pack keeps the embedder it was written with; a different one is an explicit error."""
+        bound = self.store.embedder_identity()
+        mine = self.embedder.identity.model_dump(mode="json")
+        if bound is not None and bound != mine:
+            raise InvalidInputError(
+                "embedding.provider",
+                f"this pack was written with embedder {bound}, but {mine} is configured; "
+                "set PRME_EMBEDDING__PROVIDER to match the pack",
+            )

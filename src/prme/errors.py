@@ -1,0 +1,52 @@
+"""Typed exceptions. Every error carries the values it names, and all derive from PRMEError."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PRMEError(Exception):
+    """Base class of every error prme raises on purpose."""
+
+
+class InvalidInputError(PRMEError, ValueError):
+    """Input failed validation; ``field`` names the offending parameter."""
+
+    def __init__(self, field: str, message: str, value: Any = None) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"{field}: {message}")
+
+
+class NotFoundError(PRMEError, ValueError):
+    """An id that does not exist for this owner (foreign ids look exactly like missing ones)."""
+
+    def __init__(self, kind: str, id: object) -> None:
+        self.kind = kind
+        self.id = str(id)
+        super().__init__(f"{kind} not found: {self.id}")
+
+
+class StaleRankingProfileError(PRMEError, ValueError):
+    """The active-profile pointer is not what the caller expected; inspect state and retry."""
+
+    def __init__(self, expected: object, actual: object, message: str | None = None) -> None:
+        self.expected = None if expected is None else str(expected)
+        self.actual = None if actual is None else str(actual)
+        text = message or "Active ranking profile changed; inspect and retry"
+        super().__init__(f"{text} (expected {self.expected}, actual {self.actual})")
+
+
+class IntegrityError(PRMEError, ValueError):
+    """Stored evidence failed a checksum, owner or identity check; nothing was trusted."""
+
+
+class FrozenPackError(PRMEError, RuntimeError):
+    """A content write was attempted on a pack opened with ``frozen=True``."""
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+        super().__init__(
+            f"{operation}: the pack is open frozen; content writes are refused "
+            "(retrieval, receipts, judgments and reports still append)"
+        )

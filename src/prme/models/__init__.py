@@ -1,0 +1,1 @@
+"""Immutable data models shared by the engine, the gates and every surface."""

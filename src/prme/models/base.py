@@ -1,0 +1,37 @@
+"""Base model and shared field types."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+
+
+class Frozen(BaseModel):
+    """Frozen, extra-forbidding model: what every core value is built from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def require_utc(value: datetime) -> datetime:
+    """Aware datetimes only; converted to UTC so canonical JSON always ends in ``Z``."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("datetime must include a timezone")
+    return value.astimezone(UTC)
+
+
+def require_finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+UTCDateTime = Annotated[datetime, AfterValidator(require_utc)]
+FiniteFloat = Annotated[float, AfterValidator(require_finite)]
+UnitFloat = Annotated[float, Field(ge=0.0, le=1.0), AfterValidator(require_finite)]
+Sha256Hex = Annotated[str, Field(pattern=SHA256_PATTERN)]
+NonBlankStr = Annotated[str, Field(min_length=1, pattern=r"\S")]

@@ -1,0 +1,62 @@
+"""The memory node: what store() writes and what retrieval reads and scores."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import Field
+
+from prme.models.base import Frozen, NonBlankStr, UnitFloat, UTCDateTime
+from prme.models.enums import (
+    DecayProfile,
+    EpistemicType,
+    LifecycleState,
+    NodeType,
+    Scope,
+    SourceType,
+)
+
+
+class MemoryNode(Frozen):
+    """One stored memory (reference §A.1: the fields scoring, filtering and receipts use)."""
+
+    id: UUID
+    user_id: NonBlankStr
+    scope: Scope = Scope.PERSONAL
+    node_type: NodeType = NodeType.NOTE
+    content: str
+    metadata: dict[str, Any] | None = None
+    session_id: str | None = None
+    role: str = "user"
+    created_at: UTCDateTime
+    updated_at: UTCDateTime
+    event_time: UTCDateTime | None = None
+    valid_from: UTCDateTime
+    valid_to: UTCDateTime | None = None
+    confidence: UnitFloat = 0.5
+    salience: UnitFloat = 0.5
+    confidence_base: UnitFloat = 0.5
+    salience_base: UnitFloat = 0.5
+    epistemic_type: EpistemicType = EpistemicType.ASSERTED
+    source_type: SourceType = SourceType.USER_STATED
+    lifecycle_state: LifecycleState = LifecycleState.TENTATIVE
+    decay_profile: DecayProfile = DecayProfile.MEDIUM
+    last_reinforced_at: UTCDateTime
+    reinforcement_boost: float = Field(default=0.0, ge=0.0)
+    pinned: bool = False
+    evidence_refs: tuple[UUID, ...] = ()
+    ttl_days: int | None = Field(default=None, ge=0)
+
+
+class StoreReceipt(Frozen):
+    """What store_with_receipt returns."""
+
+    event_id: UUID
+    node_id: UUID
+    processing_status: str = "processed"
+
+
+def stated_time(node: MemoryNode) -> datetime:
+    return node.event_time or node.created_at

@@ -1,0 +1,35 @@
+"""Per-candidate score traces: the features and rank-fusion inputs a score is replayed from."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from prme.models.base import FiniteFloat, Frozen
+
+
+class ScoreTrace(Frozen):
+    """Features of one candidate; ``composite_score`` is the base score they produce."""
+
+    semantic_similarity: FiniteFloat = 0.0
+    lexical_relevance: FiniteFloat = 0.0
+    graph_proximity: FiniteFloat = 0.0
+    recency_factor: FiniteFloat = 0.0
+    salience: FiniteFloat = 0.0
+    confidence: FiniteFloat = 0.0
+    epistemic_weight: FiniteFloat = 1.0
+    path_score: FiniteFloat = 0.0
+    temporal_affinity: FiniteFloat = 0.0
+    node_type_boost: FiniteFloat = 1.0
+    composite_score: FiniteFloat
+
+
+class RankFusionTrace(Frozen):
+    """Rank-fusion inputs of one candidate (formula 2). Factors are already pool-normalized."""
+
+    semantic_rank: int | None = Field(default=None, ge=1)
+    lexical_rank: int | None = Field(default=None, ge=1)
+    epistemic_factor: FiniteFloat = Field(ge=0.0, le=1.0)
+    node_type_factor: FiniteFloat = Field(ge=0.0, le=1.0)
+    temporal_factor: FiniteFloat = Field(ge=0.0, le=1.0)
+    recency_boost_factor: FiniteFloat | None = Field(default=None, ge=0.0, le=1.0)
+    tie_break: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0)

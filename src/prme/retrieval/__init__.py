@@ -1,0 +1,1 @@
+"""Retrieval: query analysis, candidate features, scoring, ranking, packing and receipts."""

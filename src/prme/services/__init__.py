@@ -1,0 +1,1 @@
+"""Engine operations, one module per concern; MemoryClient methods delegate here."""

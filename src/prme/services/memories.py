@@ -1,0 +1,253 @@
+"""store / store_many / get / list / delete, with the store-time defaults of reference §A.1."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from prme.canonical import canonical_json
+from prme.engine import Engine
+from prme.errors import InvalidInputError
+from prme.models.enums import (
+    DecayProfile,
+    EpistemicType,
+    NodeType,
+    Scope,
+    SourceType,
+)
+from prme.models.memory import MemoryNode, StoreReceipt
+from prme.models.scope import ScopeInput, normalize_scope
+from prme.retrieval.query import extract_entities
+from prme.validation import require_aware, require_owner, require_uuid
+
+MAX_CONTENT_BYTES = 1_000_000
+MAX_BATCH = 100_000
+
+CONFIDENCE_MATRIX: dict[tuple[EpistemicType, SourceType], float] = {
+    (EpistemicType.OBSERVED, SourceType.USER_STATED): 0.90,
+    (EpistemicType.OBSERVED, SourceType.USER_DEMONSTRATED): 0.90,
+    (EpistemicType.OBSERVED, SourceType.TOOL_OUTPUT): 0.85,
+    (EpistemicType.ASSERTED, SourceType.USER_STATED): 0.80,
+    (EpistemicType.ASSERTED, SourceType.SYSTEM_INFERRED): 0.60,
+    (EpistemicType.INFERRED, SourceType.SYSTEM_INFERRED): 0.55,
+    (EpistemicType.HYPOTHETICAL, SourceType.USER_STATED): 0.35,
+    (EpistemicType.CONDITIONAL, SourceType.USER_STATED): 0.45,
+    (EpistemicType.UNVERIFIED, SourceType.SYSTEM_INFERRED): 0.20,
+}
+DECAY_BY_EPISTEMIC: dict[EpistemicType, DecayProfile] = {
+    EpistemicType.OBSERVED: DecayProfile.SLOW,
+    EpistemicType.ASSERTED: DecayProfile.MEDIUM,
+    EpistemicType.INFERRED: DecayProfile.FAST,
+    EpistemicType.HYPOTHETICAL: DecayProfile.RAPID,
+    EpistemicType.CONDITIONAL: DecayProfile.MEDIUM,
+    EpistemicType.DEPRECATED: DecayProfile.PERMANENT,
+    EpistemicType.UNVERIFIED: DecayProfile.RAPID,
+}
+
+
+def default_epistemic(role: str, node_type: NodeType) -> EpistemicType:
+    if role in ("assistant", "system"):
+        return EpistemicType.INFERRED
+    if node_type is NodeType.SUMMARY:
+        return EpistemicType.INFERRED
+    if node_type in (NodeType.EVENT, NodeType.INSTRUCTION):
+        return EpistemicType.OBSERVED
+    return EpistemicType.ASSERTED
+
+
+def default_source(role: str) -> SourceType:
+    if role in ("assistant", "system"):
+        return SourceType.SYSTEM_INFERRED
+    if role == "tool":
+        return SourceType.TOOL_OUTPUT
+    return SourceType.USER_STATED
+
+
+def _enum(cls: type[Any], value: Any, field: str) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        valid = ", ".join(m.value for m in cls)
+        raise InvalidInputError(field, f"invalid value {value!r} (valid: {valid})", value) from None
+
+
+def build_node(
+    content: str,
+    *,
+    user_id: str,
+    now: datetime,
+    scope: Scope | str = Scope.PERSONAL,
+    node_type: NodeType | str = NodeType.NOTE,
+    session_id: str | None = None,
+    role: str = "user",
+    metadata: Mapping[str, Any] | None = None,
+    confidence: float | None = None,
+    epistemic_type: EpistemicType | str | None = None,
+    source_type: SourceType | str | None = None,
+    event_time: datetime | None = None,
+    valid_from: datetime | None = None,
+    valid_to: datetime | None = None,
+    salience: float | None = None,
+    pinned: bool = False,
+    ttl_days: int | None = None,
+    event_id: uuid.UUID | None = None,
+) -> MemoryNode:
+    """Validate one memory and apply the store-time defaults; raises InvalidInputError."""
+    owner = require_owner(user_id)
+    if not isinstance(content, str):
+        raise InvalidInputError("content", "must be a string", content)
+    if not content.strip():
+        raise InvalidInputError("content", "must not be blank", content)
+    if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
+        raise InvalidInputError("content", f"exceeds {MAX_CONTENT_BYTES} bytes")
+    scopes = normalize_scope(scope, "scope")
+    if scopes is None or len(scopes) != 1:
+        raise InvalidInputError("scope", "a memory belongs to exactly one scope", scope)
+    ntype = _enum(NodeType, node_type, "node_type")
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidInputError("role", "must be a non-blank string", role)
+    epistemic = (
+        default_epistemic(role, ntype)
+        if epistemic_type is None
+        else _enum(EpistemicType, epistemic_type, "epistemic_type")
+    )
+    source = (
+        default_source(role)
+        if source_type is None
+        else _enum(SourceType, source_type, "source_type")
+    )
+    if confidence is None:
+        conf = CONFIDENCE_MATRIX.get((epistemic, source), 0.5)
+        if ntype is NodeType.INSTRUCTION:
+            conf = max(conf, 0.7)
+    else:
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+            raise InvalidInputError("confidence", "must be a number in [0, 1]", confidence)
+        conf = float(confidence)
+        if not math.isfinite(conf) or not 0.0 <= conf <= 1.0:
+            raise InvalidInputError("confidence", "must be a finite number in [0, 1]", confidence)
+    sal = 0.5 if salience is None else float(salience)
+    if not math.isfinite(sal) or not 0.0 <= sal <= 1.0:
+        raise InvalidInputError("salience", "must be a finite number in [0, 1]", salience)
+    meta: dict[str, Any] | None = None
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise InvalidInputError("metadata", "must be a JSON object", metadata)
+        try:
+            meta = dict(metadata)
+            canonical_json(meta)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError("metadata", f"must be JSON-serializable ({exc})") from None
+    event = require_aware(event_time, "event_time")
+    start = require_aware(valid_from, "valid_from") or now
+    end = require_aware(valid_to, "valid_to")
+    if end is not None and end < start:
+        raise InvalidInputError("valid_to", "must not be before valid_from", valid_to)
+    if ttl_days is not None and (
+        isinstance(ttl_days, bool) or not isinstance(ttl_days, int) or ttl_days < 0
+    ):
+        raise InvalidInputError("ttl_days", "must be a nonnegative integer", ttl_days)
+    decay = DecayProfile.SLOW if ntype is NodeType.INSTRUCTION else DECAY_BY_EPISTEMIC[epistemic]
+    try:
+        return MemoryNode(
+            id=uuid.uuid4(),
+            user_id=owner,
+            scope=scopes[0],
+            node_type=ntype,
+            content=content,
+            metadata=meta,
+            session_id=session_id,
+            role=role,
+            created_at=now,
+            updated_at=now,
+            event_time=event,
+            valid_from=start,
+            valid_to=end,
+            confidence=conf,
+            salience=sal,
+            confidence_base=conf,
+            salience_base=sal,
+            epistemic_type=epistemic,
+            source_type=source,
+            decay_profile=decay,
+            last_reinforced_at=now,
+            pinned=bool(pinned),
+            evidence_refs=(event_id or uuid.uuid4(),),
+            ttl_days=ttl_days,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "memory"
+        raise InvalidInputError(field, err["msg"]) from None
+
+
+def store_nodes(engine: Engine, nodes: Sequence[MemoryNode]) -> None:
+    """Embed and write a batch in one transaction (bumps the content write sequence once)."""
+    if not nodes:
+        return
+    engine.check_embedder()
+    vectors = engine.embedder.embed([n.content for n in nodes])
+    entities = [extract_entities(n.content, (n.metadata or {}).get("entities")) for n in nodes]
+    engine.store.bind_embedder(engine.embedder.identity.model_dump(mode="json"))
+    engine.store.insert_memories(nodes, vectors, entities)
+
+
+def store(engine: Engine, content: str, **fields: Any) -> StoreReceipt:
+    event_id = uuid.uuid4()
+    node = build_node(content, now=engine.clock(), event_id=event_id, **fields)
+    store_nodes(engine, [node])
+    return StoreReceipt(event_id=event_id, node_id=node.id)
+
+
+def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: str) -> list[str]:
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+        raise InvalidInputError("items", "must be a list of memory objects", items)
+    if len(items) > MAX_BATCH:
+        raise InvalidInputError("items", f"at most {MAX_BATCH} memories per batch")
+    now = engine.clock()
+    nodes: list[MemoryNode] = []
+    for index, item in enumerate(items):
+        if isinstance(item, str):
+            item = {"content": item}
+        if not isinstance(item, Mapping) or "content" not in item:
+            raise InvalidInputError(f"items[{index}]", "must be a string or an object with content")
+        fields = dict(item)
+        if "user_id" in fields and fields.pop("user_id") != user_id:
+            raise InvalidInputError(f"items[{index}].user_id", "differs from the batch owner")
+        try:
+            nodes.append(build_node(fields.pop("content"), user_id=user_id, now=now, **fields))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"items[{index}].{exc.field}", str(exc), exc.value) from None
+        except TypeError as exc:
+            raise InvalidInputError(f"items[{index}]", str(exc)) from None
+    store_nodes(engine, nodes)
+    return [str(n.id) for n in nodes]
+
+
+def get(engine: Engine, node_id: object, *, user_id: str) -> MemoryNode | None:
+    return engine.store.get_memory(require_owner(user_id), str(require_uuid(node_id, "node_id")))
+
+
+def list_memories(
+    engine: Engine,
+    *,
+    user_id: str,
+    scope: ScopeInput = None,
+    limit: int = 100,
+    after_id: object = None,
+) -> list[MemoryNode]:
+    from prme.validation import require_page_limit
+
+    after = None if after_id is None else str(require_uuid(after_id, "after_id"))
+    return engine.store.list_memories(
+        require_owner(user_id), normalize_scope(scope), require_page_limit(limit), after
+    )
+
+
+def delete(engine: Engine, node_id: object, *, user_id: str) -> bool:
+    return engine.store.delete_memory(require_owner(user_id), str(require_uuid(node_id, "node_id")))

@@ -1,0 +1,1 @@
+"""Storage backends behind one Store protocol: SQLite (embedded default)."""

@@ -1,0 +1,145 @@
+"""The Store protocol: what the engine needs from a backend, and the row types it exchanges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from prme.models.enums import Scope
+from prme.models.memory import MemoryNode
+from prme.models.receipt import PackIdentity
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One row of the append-only operations log (payload already checksum-verified)."""
+
+    seq: int
+    op_id: str
+    op_type: str
+    user_id: str
+    target_id: str | None
+    namespace: str | None
+    created_at_us: int
+    payload: str
+    checksum: str
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateRows:
+    """Column arrays for a set of candidate memories, aligned by position."""
+
+    rowids: list[int]
+    columns: dict[str, list[Any]]
+
+
+class Store(Protocol):
+    """A memory pack: memories, vectors, lexical index, entity links and the operations log."""
+
+    @property
+    def backend_name(self) -> str: ...
+
+    @property
+    def lexical_identity(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+    # identity and secrets
+    def pack_identity(self) -> PackIdentity: ...
+
+    def attest(self, payload: Any) -> str: ...
+
+    def verify_attestation(self, payload: Any, attestation: str) -> bool: ...
+
+    def pack_digest(self) -> str: ...
+
+    def embedder_identity(self) -> dict[str, Any] | None: ...
+
+    def bind_embedder(self, identity: dict[str, Any]) -> None: ...
+
+    # content writes (each bumps the content write sequence)
+    def insert_memories(
+        self,
+        nodes: Sequence[MemoryNode],
+        vectors: npt.NDArray[np.float32],
+        entities: Sequence[Sequence[str]],
+    ) -> None: ...
+
+    def delete_memory(self, user_id: str, node_id: str) -> bool: ...
+
+    # memory reads
+    def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None: ...
+
+    def list_memories(
+        self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
+    ) -> list[MemoryNode]: ...
+
+    def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]: ...
+
+    # candidate generation (owner and scope filtered)
+    def read_snapshot(self) -> AbstractContextManager[PackIdentity]: ...
+
+    def vector_search(
+        self,
+        user_id: str,
+        scopes: Sequence[Scope] | None,
+        query: npt.NDArray[np.float32],
+        k: int,
+    ) -> list[tuple[int, float]]: ...
+
+    def lexical_search(
+        self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
+    ) -> list[tuple[int, float]]: ...
+
+    def graph_search(
+        self,
+        user_id: str,
+        scopes: Sequence[Scope] | None,
+        names: Sequence[str],
+        max_hops: int,
+        max_candidates: int,
+    ) -> dict[int, int]: ...
+
+    def pinned_rowids(
+        self, user_id: str, scopes: Sequence[Scope] | None, limit: int
+    ) -> list[int]: ...
+
+    def candidate_rows(self, rowids: Sequence[int]) -> CandidateRows: ...
+
+    # operations log (append-only; appends never bump the write sequence)
+    def append_op(
+        self,
+        *,
+        op_id: str,
+        op_type: str,
+        user_id: str,
+        target_id: str | None,
+        namespace: str | None,
+        created_at_us: int,
+        payload: str,
+    ) -> bool: ...
+
+    def get_op(self, op_id: str) -> OpRecord | None: ...
+
+    def find_ops(
+        self, op_type: str, user_id: str, target_id: str | None = None
+    ) -> list[OpRecord]: ...
+
+    def iter_ops(
+        self,
+        op_type: str,
+        user_id: str,
+        *,
+        namespace: str | None = None,
+        after_target: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+        order_by_target: bool = False,
+    ) -> Iterator[OpRecord]: ...
+
+    def serialized(self, key: str) -> AbstractContextManager[None]: ...

@@ -1,0 +1,68 @@
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    node_type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    metadata TEXT,
+    condition_state TEXT,
+    session_id TEXT,
+    role TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    event_time INTEGER,
+    valid_from INTEGER NOT NULL,
+    valid_to INTEGER,
+    confidence REAL NOT NULL,
+    salience REAL NOT NULL,
+    confidence_base REAL NOT NULL,
+    salience_base REAL NOT NULL,
+    epistemic_type TEXT NOT NULL,
+    source_type TEXT NOT NULL,
+    lifecycle_state TEXT NOT NULL,
+    decay_profile TEXT NOT NULL,
+    last_reinforced_at INTEGER NOT NULL,
+    reinforcement_boost REAL NOT NULL,
+    pinned INTEGER NOT NULL,
+    evidence_refs TEXT NOT NULL,
+    ttl_days INTEGER
+);
+CREATE INDEX IF NOT EXISTS memories_owner ON memories(user_id, scope);
+CREATE TABLE IF NOT EXISTS vectors (
+    rowid INTEGER PRIMARY KEY,
+    vec BLOB NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+    content, content='memories', content_rowid='rowid',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS entities (
+    user_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    memory_rowid INTEGER NOT NULL,
+    PRIMARY KEY (user_id, name, memory_rowid)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entities_by_memory ON entities(memory_rowid);
+CREATE TABLE IF NOT EXISTS oplog (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    op_id TEXT NOT NULL UNIQUE,
+    op_type TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    target_id TEXT,
+    namespace TEXT,
+    created_at INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    checksum TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS oplog_target ON oplog(op_type, user_id, target_id);
+CREATE INDEX IF NOT EXISTS oplog_namespace ON oplog(op_type, user_id, namespace, created_at, seq);
+CREATE TRIGGER IF NOT EXISTS oplog_append_only_update BEFORE UPDATE ON oplog
+BEGIN SELECT RAISE(ABORT, 'operations log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS oplog_append_only_delete BEFORE DELETE ON oplog
+BEGIN SELECT RAISE(ABORT, 'operations log is append-only'); END;

@@ -1,0 +1,716 @@
+"""The embedded default store: one SQLite database (WAL) inside the pack directory."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from prme.canonical import canonical_bytes, canonical_json, sha256_hex
+from prme.errors import FrozenPackError, IntegrityError
+from prme.models.enums import Scope
+from prme.models.memory import MemoryNode
+from prme.models.receipt import PackIdentity
+from prme.storage.base import CandidateRows, OpRecord
+from prme.storage.timeutil import from_us, opt_from_us, opt_to_us, to_us
+
+DB_FILE = "pack.sqlite3"
+STORE_SCHEMA_VERSION = "1"
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+SCOPE_CODES: dict[str, int] = {s.value: i for i, s in enumerate(Scope)}
+
+Tracer = Callable[[str], None]
+T = TypeVar("T")
+
+_NODE_COLUMNS = (
+    "id, user_id, scope, node_type, content, metadata, session_id, role, created_at, updated_at,"
+    " event_time, valid_from, valid_to, confidence, salience, confidence_base, salience_base,"
+    " epistemic_type, source_type, lifecycle_state, decay_profile, last_reinforced_at,"
+    " reinforcement_boost, pinned, evidence_refs, ttl_days"
+)
+CANDIDATE_COLUMNS = (
+    "id",
+    "scope",
+    "node_type",
+    "content_sha256",
+    "created_at",
+    "updated_at",
+    "event_time",
+    "valid_from",
+    "valid_to",
+    "confidence",
+    "salience",
+    "confidence_base",
+    "salience_base",
+    "epistemic_type",
+    "source_type",
+    "lifecycle_state",
+    "decay_profile",
+    "last_reinforced_at",
+    "reinforcement_boost",
+    "pinned",
+    "condition_state",
+    "evidence_refs",
+)
+
+
+def _row_to_node(row: sqlite3.Row | tuple[Any, ...]) -> MemoryNode:
+    (
+        id_,
+        user_id,
+        scope,
+        node_type,
+        content,
+        metadata,
+        session_id,
+        role,
+        created_at,
+        updated_at,
+        event_time,
+        valid_from,
+        valid_to,
+        confidence,
+        salience,
+        confidence_base,
+        salience_base,
+        epistemic_type,
+        source_type,
+        lifecycle_state,
+        decay_profile,
+        last_reinforced_at,
+        reinforcement_boost,
+        pinned,
+        evidence_refs,
+        ttl_days,
+    ) = tuple(row)
+    return MemoryNode(
+        id=id_,
+        user_id=user_id,
+        scope=scope,
+        node_type=node_type,
+        content=content,
+        metadata=None if metadata is None else json.loads(metadata),
+        session_id=session_id,
+        role=role,
+        created_at=from_us(created_at),
+        updated_at=from_us(updated_at),
+        event_time=opt_from_us(event_time),
+        valid_from=from_us(valid_from),
+        valid_to=opt_from_us(valid_to),
+        confidence=confidence,
+        salience=salience,
+        confidence_base=confidence_base,
+        salience_base=salience_base,
+        epistemic_type=epistemic_type,
+        source_type=source_type,
+        lifecycle_state=lifecycle_state,
+        decay_profile=decay_profile,
+        last_reinforced_at=from_us(last_reinforced_at),
+        reinforcement_boost=reinforcement_boost,
+        pinned=bool(pinned),
+        evidence_refs=tuple(json.loads(evidence_refs)),
+        ttl_days=ttl_days,
+    )
+
+
+class _OwnerVectors:
+    """An owner's vectors as one growable float32 matrix (exact cosine search)."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.size = 0
+        self.rowids = np.zeros(0, dtype=np.int64)
+        self.scopes = np.zeros(0, dtype=np.int8)
+        self.matrix = np.zeros((0, dimension), dtype=np.float32)
+        self.max_rowid = 0
+        self.write_seq = -1
+        self.delete_seq = -1
+
+    def append(
+        self, rowids: list[int], scopes: list[int], vectors: npt.NDArray[np.float32]
+    ) -> None:
+        needed = self.size + len(rowids)
+        if needed > len(self.rowids):
+            capacity = max(needed, 2 * len(self.rowids), 1024)
+            self.rowids = np.resize(self.rowids, capacity)
+            self.scopes = np.resize(self.scopes, capacity)
+            grown = np.zeros((capacity, self.dimension), dtype=np.float32)
+            grown[: self.size] = self.matrix[: self.size]
+            self.matrix = grown
+        end = self.size + len(rowids)
+        self.rowids[self.size : end] = rowids
+        self.scopes[self.size : end] = scopes
+        self.matrix[self.size : end] = vectors
+        self.size = end
+        if rowids:
+            self.max_rowid = max(self.max_rowid, max(rowids))
+
+
+class SQLiteStore:
+    """A pack directory holding ``pack.sqlite3``. Many readers, one writer, across processes."""
+
+    backend_name = "sqlite"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        frozen: bool = False,
+        busy_timeout_ms: int = 10000,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.path / DB_FILE
+        self.frozen = frozen
+        self.tracer = tracer
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._vectors: dict[str, _OwnerVectors] = {}
+        self._vectors_lock = threading.Lock()
+        self._closed = False
+        self._initialize()
+        self._secret = bytes.fromhex(self._meta("secret"))
+        self._pack_id = self._meta("pack_id")
+
+    # ----------------------------------------------------------------- connections
+    @property
+    def lexical_identity(self) -> dict[str, Any]:
+        return {
+            "backend": "sqlite-fts5-bm25",
+            "tokenizer": FTS_TOKENIZER,
+            "normalization": "minmax",
+        }
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.db_path, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if self.tracer is not None:
+            conn.set_trace_callback(self.tracer)
+        with self._connections_lock:
+            self._connections.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise RuntimeError("store is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        self._closed = True
+        with self._connections_lock:
+            for conn in self._connections:
+                with suppress(sqlite3.Error):
+                    conn.close()
+            self._connections.clear()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``), or the enclosing one when nested."""
+        conn = self.conn
+        if conn.in_transaction:
+            yield conn
+            return
+        _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def serialized(self, key: str) -> Iterator[None]:
+        """Serialize a read-check-append across threads and processes (``BEGIN IMMEDIATE``)."""
+        del key  # SQLite has one writer at a time; the whole database is the lock.
+        with self._write():
+            yield
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[PackIdentity]:
+        """A consistent read transaction; yields the pack identity it sees."""
+        conn = self.conn
+        if conn.in_transaction:
+            yield self.pack_identity()
+            return
+        conn.execute("BEGIN")
+        try:
+            yield self.pack_identity()
+        finally:
+            conn.execute("COMMIT")
+
+    def _initialize(self) -> None:
+        script = resources.files("prme.storage").joinpath("schema.sql").read_text("utf-8")
+        conn = self.conn
+        with self._write():
+            for statement in script.split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+            defaults = {
+                "store_schema_version": STORE_SCHEMA_VERSION,
+                "pack_id": str(uuid.uuid4()),
+                "secret": secrets.token_hex(32),
+                "write_seq": "0",
+                "delete_seq": "0",
+            }
+            for key, value in defaults.items():
+                conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        version = self._meta("store_schema_version")
+        if version != STORE_SCHEMA_VERSION:
+            raise IntegrityError(f"unsupported pack schema version {version!r}")
+
+    def _meta(self, key: str) -> str:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            raise IntegrityError(f"pack metadata {key!r} is missing")
+        return str(row[0])
+
+    def _bump(self, conn: sqlite3.Connection, *keys: str) -> None:
+        for key in keys:
+            conn.execute(
+                "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = ?",
+                (key,),
+            )
+
+    # ------------------------------------------------------------ identity, secret
+    def pack_identity(self) -> PackIdentity:
+        return PackIdentity(pack_id=self._pack_id, write_seq=int(self._meta("write_seq")))
+
+    def attest(self, payload: Any) -> str:
+        return hmac.new(self._secret, canonical_bytes(payload), hashlib.sha256).hexdigest()
+
+    def verify_attestation(self, payload: Any, attestation: str) -> bool:
+        return hmac.compare_digest(self.attest(payload), attestation)
+
+    def embedder_identity(self) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def bind_embedder(self, identity: dict[str, Any]) -> None:
+        """Record the pack's embedder on first use (a retrieval configuration write)."""
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
+                self._refuse_if_frozen("bind embedder")
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('embedder', ?)",
+                    (canonical_json(identity),),
+                )
+                self._bump(conn, "write_seq")
+
+    def pack_digest(self) -> str:
+        """SHA-256 over the pack's retrieval-relevant content, in a canonical order."""
+        digest = hashlib.sha256()
+        conn = self.conn
+        with self.read_snapshot():
+            digest.update(canonical_bytes({"embedder": self.embedder_identity()}))
+            rows = conn.execute(
+                f"SELECT m.rowid, {_NODE_COLUMNS}, v.vec FROM memories m "
+                "LEFT JOIN vectors v ON v.rowid = m.rowid ORDER BY m.id"
+            )
+            for row in rows:
+                node = _row_to_node(row[1:-1])
+                names = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT name FROM entities WHERE memory_rowid = ? ORDER BY name", (row[0],)
+                    )
+                ]
+                digest.update(b"\n")
+                digest.update(canonical_bytes({"node": node, "entities": names}))
+                digest.update(b"\x00")
+                digest.update(bytes(row[-1] or b""))
+        return digest.hexdigest()
+
+    # ---------------------------------------------------------------- content writes
+    def _refuse_if_frozen(self, operation: str) -> None:
+        if self.frozen:
+            raise FrozenPackError(operation)
+
+    def insert_memories(
+        self,
+        nodes: Sequence[MemoryNode],
+        vectors: npt.NDArray[np.float32],
+        entities: Sequence[Sequence[str]],
+    ) -> None:
+        self._refuse_if_frozen("store")
+        if not nodes:
+            return
+        rows = []
+        for node in nodes:
+            condition = None
+            if node.metadata is not None and "condition_state" in node.metadata:
+                condition = str(node.metadata["condition_state"])
+            rows.append(
+                (
+                    str(node.id),
+                    node.user_id,
+                    node.scope.value,
+                    node.node_type.value,
+                    node.content,
+                    sha256_hex(node.content),
+                    None if node.metadata is None else canonical_json(node.metadata),
+                    condition,
+                    node.session_id,
+                    node.role,
+                    to_us(node.created_at),
+                    to_us(node.updated_at),
+                    opt_to_us(node.event_time),
+                    to_us(node.valid_from),
+                    opt_to_us(node.valid_to),
+                    node.confidence,
+                    node.salience,
+                    node.confidence_base,
+                    node.salience_base,
+                    node.epistemic_type.value,
+                    node.source_type.value,
+                    node.lifecycle_state.value,
+                    node.decay_profile.value,
+                    to_us(node.last_reinforced_at),
+                    node.reinforcement_boost,
+                    int(node.pinned),
+                    json.dumps([str(r) for r in node.evidence_refs]),
+                    node.ttl_days,
+                )
+            )
+        with self._write() as conn:
+            first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
+            rowids = list(range(first, first + len(rows)))
+            conn.executemany(
+                "INSERT INTO memories(rowid, id, user_id, scope, node_type, content,"
+                " content_sha256, metadata, condition_state, session_id, role, created_at,"
+                " updated_at, event_time, valid_from, valid_to, confidence, salience,"
+                " confidence_base, salience_base, epistemic_type, source_type, lifecycle_state,"
+                " decay_profile, last_reinforced_at, reinforcement_boost, pinned, evidence_refs,"
+                " ttl_days) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(rowid, *row) for rowid, row in zip(rowids, rows, strict=True)],
+            )
+            conn.executemany(
+                "INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
+                [(rowid, node.content) for rowid, node in zip(rowids, nodes, strict=True)],
+            )
+            conn.executemany(
+                "INSERT INTO vectors(rowid, vec) VALUES (?, ?)",
+                [
+                    (rowid, np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes())
+                    for i, rowid in enumerate(rowids)
+                ],
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO entities(user_id, name, memory_rowid) VALUES (?, ?, ?)",
+                [
+                    (node.user_id, name, rowid)
+                    for rowid, node, names in zip(rowids, nodes, entities, strict=True)
+                    for name in names
+                ],
+            )
+            self._bump(conn, "write_seq")
+
+    def delete_memory(self, user_id: str, node_id: str) -> bool:
+        self._refuse_if_frozen("delete")
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT rowid, content FROM memories WHERE id = ? AND user_id = ?",
+                (node_id, user_id),
+            ).fetchone()
+            if row is None:
+                return False
+            rowid, content = row
+            conn.execute(
+                "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES('delete', ?, ?)",
+                (rowid, content),
+            )
+            conn.execute("DELETE FROM entities WHERE memory_rowid = ?", (rowid,))
+            conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
+            conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
+            self._bump(conn, "write_seq", "delete_seq")
+        return True
+
+    # ------------------------------------------------------------------ memory reads
+    def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:
+        row = self.conn.execute(
+            f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = ? AND user_id = ?",
+            (node_id, user_id),
+        ).fetchone()
+        return None if row is None else _row_to_node(row)
+
+    def list_memories(
+        self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
+    ) -> list[MemoryNode]:
+        sql = f"SELECT {_NODE_COLUMNS} FROM memories WHERE user_id = ? AND id > ?"
+        params: list[Any] = [user_id, after_id or ""]
+        if scopes is not None:
+            sql += f" AND scope IN ({','.join('?' * len(scopes))})"
+            params += [s.value for s in scopes]
+        sql += " ORDER BY id LIMIT ?"
+        params.append(limit)
+        return [_row_to_node(r) for r in self.conn.execute(sql, params)]
+
+    def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
+        rows = self.conn.execute(
+            f"SELECT rowid, {_NODE_COLUMNS} FROM memories"
+            " WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(rowids)),),
+        )
+        return {int(r[0]): _row_to_node(r[1:]) for r in rows}
+
+    # ------------------------------------------------------------ candidate generation
+    def _scope_sql(self, scopes: Sequence[Scope] | None, alias: str = "m") -> tuple[str, list[str]]:
+        if scopes is None:
+            return "", []
+        values = sorted({s.value for s in scopes})
+        return f" AND {alias}.scope IN ({','.join('?' * len(values))})", values
+
+    def _owner_vectors(self, user_id: str) -> _OwnerVectors | None:
+        dimension = (self.embedder_identity() or {}).get("dimension")
+        if dimension is None:
+            return None
+        write_seq = int(self._meta("write_seq"))
+        delete_seq = int(self._meta("delete_seq"))
+        with self._vectors_lock:
+            cached = self._vectors.get(user_id)
+            if cached is not None and cached.write_seq == write_seq:
+                return cached
+            if cached is None or cached.delete_seq != delete_seq or cached.dimension != dimension:
+                cached = _OwnerVectors(int(dimension))
+            rows = self.conn.execute(
+                "SELECT m.rowid, m.scope, v.vec FROM memories m JOIN vectors v ON v.rowid = m.rowid"
+                " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid",
+                (user_id, cached.max_rowid),
+            ).fetchall()
+            if rows:
+                matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+                cached.append(
+                    [int(r[0]) for r in rows],
+                    [SCOPE_CODES[r[1]] for r in rows],
+                    matrix.reshape(len(rows), int(dimension)),
+                )
+            cached.write_seq = write_seq
+            cached.delete_seq = delete_seq
+            self._vectors[user_id] = cached
+            return cached
+
+    def vector_search(
+        self,
+        user_id: str,
+        scopes: Sequence[Scope] | None,
+        query: npt.NDArray[np.float32],
+        k: int,
+    ) -> list[tuple[int, float]]:
+        owner = self._owner_vectors(user_id)
+        if owner is None or owner.size == 0 or query.shape[-1] != owner.dimension:
+            return []
+        size = owner.size
+        scores = owner.matrix[:size] @ query.astype(np.float32)
+        if scopes is not None:
+            codes = np.array(sorted({SCOPE_CODES[s.value] for s in scopes}), dtype=np.int8)
+            scores = np.where(np.isin(owner.scopes[:size], codes), scores, -np.inf)
+        valid = int(np.count_nonzero(np.isfinite(scores)))
+        k = min(k, valid)
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < size else np.arange(size)
+        hits = [(int(owner.rowids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        hits.sort(key=lambda h: (-h[1], h[0]))
+        return hits[:k]
+
+    def lexical_search(
+        self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
+    ) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        scope_sql, scope_params = self._scope_sql(scopes)
+        rows = self.conn.execute(
+            "SELECT f.rowid, bm25(memories_fts) FROM memories_fts f"
+            " JOIN memories m ON m.rowid = f.rowid"
+            f" WHERE memories_fts MATCH ? AND m.user_id = ?{scope_sql}"
+            " ORDER BY bm25(memories_fts), f.rowid LIMIT ?",
+            (match, user_id, *scope_params, k),
+        ).fetchall()
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def graph_search(
+        self,
+        user_id: str,
+        scopes: Sequence[Scope] | None,
+        names: Sequence[str],
+        max_hops: int,
+        max_candidates: int,
+    ) -> dict[int, int]:
+        if not names or max_candidates <= 0:
+            return {}
+        scope_sql, scope_params = self._scope_sql(scopes)
+        found: dict[int, int] = {}
+        seen_names = set(names)
+        frontier = sorted(seen_names)
+        for hop in range(1, max_hops + 1):
+            if not frontier or len(found) >= max_candidates:
+                break
+            rows = self.conn.execute(
+                "SELECT DISTINCT e.memory_rowid FROM entities e JOIN memories m"
+                " ON m.rowid = e.memory_rowid WHERE e.user_id = ?"
+                f" AND e.name IN (SELECT value FROM json_each(?)){scope_sql}"
+                " ORDER BY e.memory_rowid",
+                (user_id, json.dumps(frontier), *scope_params),
+            ).fetchall()
+            new = [int(r[0]) for r in rows if int(r[0]) not in found]
+            for rowid in new[: max_candidates - len(found)]:
+                found[rowid] = hop
+            if hop == max_hops or not new:
+                break
+            next_names = self.conn.execute(
+                "SELECT DISTINCT name FROM entities WHERE user_id = ?"
+                " AND memory_rowid IN (SELECT value FROM json_each(?)) ORDER BY name",
+                (user_id, json.dumps(new)),
+            ).fetchall()
+            frontier = [str(r[0]) for r in next_names if str(r[0]) not in seen_names]
+            seen_names.update(frontier)
+        return found
+
+    def pinned_rowids(self, user_id: str, scopes: Sequence[Scope] | None, limit: int) -> list[int]:
+        scope_sql, scope_params = self._scope_sql(scopes)
+        rows = self.conn.execute(
+            "SELECT m.rowid FROM memories m WHERE m.user_id = ?"
+            f"{scope_sql} AND (m.salience = 1.0 OR m.pinned = 1 OR (m.node_type = 'task'"
+            " AND m.lifecycle_state IN ('tentative', 'stable'))) ORDER BY m.rowid LIMIT ?",
+            (user_id, *scope_params, limit),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def candidate_rows(self, rowids: Sequence[int]) -> CandidateRows:
+        rows = self.conn.execute(
+            f"SELECT rowid, {', '.join(CANDIDATE_COLUMNS)} FROM memories"
+            " WHERE rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+            (json.dumps(list(rowids)),),
+        ).fetchall()
+        columns: dict[str, list[Any]] = {
+            name: [r[i + 1] for r in rows] for i, name in enumerate(CANDIDATE_COLUMNS)
+        }
+        return CandidateRows(rowids=[int(r[0]) for r in rows], columns=columns)
+
+    # ---------------------------------------------------------------- operations log
+    def append_op(
+        self,
+        *,
+        op_id: str,
+        op_type: str,
+        user_id: str,
+        target_id: str | None,
+        namespace: str | None,
+        created_at_us: int,
+        payload: str,
+    ) -> bool:
+        """Insert if absent; returns False when ``op_id`` already exists (nothing overwritten)."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO oplog(op_id, op_type, user_id, target_id, namespace,"
+                " created_at, payload, checksum) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    op_id,
+                    op_type,
+                    user_id,
+                    target_id,
+                    namespace,
+                    created_at_us,
+                    payload,
+                    sha256_hex(payload),
+                ),
+            )
+            return cursor.rowcount == 1
+
+    @staticmethod
+    def _op(row: tuple[Any, ...]) -> OpRecord:
+        record = OpRecord(*row)
+        if sha256_hex(record.payload) != record.checksum:
+            raise IntegrityError(
+                f"operations log checksum mismatch for {record.op_type} {record.op_id}"
+            )
+        return record
+
+    _OP_COLUMNS = (
+        "seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum"
+    )
+
+    def get_op(self, op_id: str) -> OpRecord | None:
+        row = self.conn.execute(
+            f"SELECT {self._OP_COLUMNS} FROM oplog WHERE op_id = ?", (op_id,)
+        ).fetchone()
+        return None if row is None else self._op(row)
+
+    def find_ops(self, op_type: str, user_id: str, target_id: str | None = None) -> list[OpRecord]:
+        sql = f"SELECT {self._OP_COLUMNS} FROM oplog WHERE op_type = ? AND user_id = ?"
+        params: list[Any] = [op_type, user_id]
+        if target_id is not None:
+            sql += " AND target_id = ?"
+            params.append(target_id)
+        return [self._op(r) for r in self.conn.execute(sql + " ORDER BY seq", params)]
+
+    def iter_ops(
+        self,
+        op_type: str,
+        user_id: str,
+        *,
+        namespace: str | None = None,
+        after_target: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+        order_by_target: bool = False,
+    ) -> Iterator[OpRecord]:
+        sql = f"SELECT {self._OP_COLUMNS} FROM oplog WHERE op_type = ? AND user_id = ?"
+        params: list[Any] = [op_type, user_id]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params.append(namespace)
+        if after_target is not None:
+            sql += " AND target_id > ?"
+            params.append(after_target)
+        if order_by_target:
+            sql += " ORDER BY target_id, seq"
+        elif newest_first:
+            sql += " ORDER BY created_at DESC, seq DESC"
+        else:
+            sql += " ORDER BY created_at, seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        for row in self.conn.execute(sql, params).fetchall():
+            yield self._op(row)
+
+
+def _retry_locked(action: Callable[[], T], attempts: int = 8) -> T:
+    """Retry an action that hit ``database is locked`` with bounded exponential backoff."""
+    delay = 0.005
+    for attempt in range(attempts):
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    raise AssertionError("unreachable")

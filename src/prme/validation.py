@@ -1,0 +1,59 @@
+"""Small input checks shared by every entry point; each raises InvalidInputError naming the field."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime
+
+from prme.errors import InvalidInputError
+
+
+def require_owner(user_id: object, field: str = "user_id") -> str:
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise InvalidInputError(field, "must be a non-blank string", user_id)
+    if len(user_id) > 256:
+        raise InvalidInputError(field, "must be at most 256 characters")
+    return user_id
+
+
+def require_uuid(value: object, field: str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise InvalidInputError(field, "must be a UUID or its string form", value)
+
+
+def require_aware(value: datetime | None, field: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInputError(field, "must be a datetime", value)
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInputError(field, f"{field} must include a timezone", value)
+    return value.astimezone(UTC)
+
+
+def require_int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(field, "must be an integer", value)
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+        raise InvalidInputError(field, f"must be an integer {bound}", value)
+    return value
+
+
+def require_page_limit(limit: object, field: str = "limit") -> int:
+    return require_int(limit, field, minimum=1, maximum=1000)
+
+
+def require_finite_nonnegative(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(field, f"{field} must be a finite nonnegative number", value)
+    if value < 0:
+        raise InvalidInputError(field, f"{field} must be a finite nonnegative number", value)
+    return float(value)
