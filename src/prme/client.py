@@ -192,6 +192,14 @@ class MemoryClient:
         """The owner's receipt for ``request_id``, or None (missing and foreign look the same)."""
         return receipts.get_receipt(self.engine, request_id, user_id=user_id)
 
+    # ---- relevance judgments (services/relevance.py) ---------------------------------
+
+    # ---- learning gate 1 (services/learning.py) ---------------------------------------
+
+    # ---- learning gate 2 (services/holdout.py) ----------------------------------------
+
+    # ---- ranking profiles and the activation pointer (services/profiles.py) -----------
+
 
 class AsyncMemoryClient:
     """The same API as MemoryClient, each call offloaded to a worker thread."""

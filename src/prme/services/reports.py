@@ -1,0 +1,64 @@
+"""Evaluation reports: attested with the pack secret, persisted append-only, read by checksum."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from prme.canonical import canonical_json
+from prme.engine import Engine
+from prme.errors import IntegrityError
+from prme.storage.timeutil import to_us
+
+ReportT = TypeVar("ReportT", bound=BaseModel)
+
+
+def unattested(report: BaseModel) -> dict[str, object]:
+    """The canonical content an attestation signs: the report without its attestation."""
+    return report.model_dump(mode="json", exclude={"attestation"})
+
+
+def attest(engine: Engine, report: ReportT) -> ReportT:
+    """A copy of ``report`` carrying ``attestation = HMAC-SHA256(pack secret, canonical report)``."""
+    return report.model_copy(update={"attestation": engine.store.attest(unattested(report))})
+
+
+def verify(engine: Engine, report: BaseModel) -> bool:
+    """True when the report's attestation was made by this pack's secret over this exact content."""
+    attestation = getattr(report, "attestation", None)
+    if not isinstance(attestation, str):
+        return False
+    return engine.store.verify_attestation(unattested(report), attestation)
+
+
+def persist(engine: Engine, op_type: str, user_id: str, report_checksum: str, report: BaseModel) -> None:
+    """Append the report once; an identical re-evaluation is a no-op, a different one an error."""
+    payload = canonical_json(report)
+    op_id = f"{op_type}:{user_id}:{report_checksum}"
+    inserted = engine.store.append_op(
+        op_id=op_id,
+        op_type=op_type,
+        user_id=user_id,
+        target_id=report_checksum,
+        namespace=None,
+        created_at_us=to_us(engine.clock()),
+        payload=payload,
+    )
+    if not inserted:
+        existing = engine.store.get_op(op_id)
+        if existing is None or existing.payload != payload:
+            raise IntegrityError(f"a different {op_type} report is stored under {report_checksum}")
+
+
+def load(
+    engine: Engine, op_type: str, model: type[ReportT], user_id: str, report_checksum: str
+) -> ReportT | None:
+    """The owner's stored report with this checksum, verified, or None."""
+    ops = engine.store.find_ops(op_type, user_id, report_checksum)
+    if not ops:
+        return None
+    report = model.model_validate_json(ops[0].payload)
+    if canonical_json(report) != ops[0].payload:
+        raise IntegrityError(f"stored {op_type} report {report_checksum} is not canonical")
+    return report
