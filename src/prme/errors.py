@@ -50,3 +50,46 @@ class FrozenPackError(PRMEError, RuntimeError):
             f"{operation}: the pack is open frozen; content writes are refused "
             "(retrieval, receipts, judgments and reports still append)"
         )
+
+
+class OwnerMismatchError(PRMEError, PermissionError):
+    """A request named a ``user_id`` different from the owner bound to its credential."""
+
+    def __init__(self, bound: str, requested: str) -> None:
+        self.bound = bound
+        self.requested = requested
+        super().__init__("User does not match authenticated identity")
+
+
+class AuthenticationError(PRMEError, PermissionError):
+    """A missing or wrong credential."""
+
+    def __init__(self) -> None:
+        super().__init__("Invalid or missing API key")
+
+
+# One table, resolved along the exception's MRO, maps errors to HTTP status; MCP and the CLI
+# reuse it so the same mistake reads the same on every surface.
+HTTP_STATUS: dict[type[BaseException], int] = {
+    AuthenticationError: 401,
+    OwnerMismatchError: 403,
+    PermissionError: 403,
+    NotFoundError: 404,
+    StaleRankingProfileError: 409,
+    FrozenPackError: 409,
+    IntegrityError: 500,
+    ValueError: 422,
+}
+
+
+def http_status_for(exc: BaseException) -> int:
+    """The HTTP status of an exception (500 for anything unexpected)."""
+    for cls in type(exc).__mro__:
+        if cls in HTTP_STATUS:
+            return HTTP_STATUS[cls]
+    return 500
+
+
+def public_message(exc: BaseException) -> str:
+    """What a surface may show: the message of an expected error, nothing internal otherwise."""
+    return str(exc) if http_status_for(exc) < 500 else "Internal server error"

@@ -124,9 +124,12 @@ class RetrievalReceipt(Frozen):
         ids = [c.node_id for c in self.candidates]
         if len(set(ids)) != len(ids):
             raise ValueError("receipt candidate ids must be unique")
-        if self.scoring.fusion == "rrf" and self.ranking_multipliers is not None:
-            if not self.ranking_multipliers.is_neutral:
-                raise ValueError("rank-fusion receipts cannot carry non-neutral multipliers")
+        if (
+            self.scoring.fusion == "rrf"
+            and self.ranking_multipliers is not None
+            and not self.ranking_multipliers.is_neutral
+        ):
+            raise ValueError("rank-fusion receipts cannot carry non-neutral multipliers")
         if self.weights.fusion != self.scoring.fusion:
             raise ValueError("receipt weights and base scoring use different formulas")
         for candidate, replayed in zip(self.candidates, self.replay_scores(), strict=True):

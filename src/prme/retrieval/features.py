@@ -37,9 +37,9 @@ def exclusion_reason(row: Mapping[str, Any], f: FilterSettings) -> str | None:
     """Why a candidate row is filtered out before scoring, or None to keep it."""
     node_type = row["node_type"]
     if node_type not in _EXEMPT_VALIDITY:
-        if f.time_from is not None and row["valid_to"] is not None:
-            if row["valid_to"] <= to_us(f.time_from):
-                return "validity_filtered:time_from"
+        valid_to = row["valid_to"]
+        if f.time_from is not None and valid_to is not None and valid_to <= to_us(f.time_from):
+            return "validity_filtered:time_from"
         if f.time_to is not None and row["valid_from"] > to_us(f.time_to):
             return "validity_filtered:time_to"
     stated = row["event_time"] if row["event_time"] is not None else row["created_at"]
