@@ -1,23 +1,33 @@
-"""Candidate features, filters and pool-level rank fusion inputs (pure, vectorized)."""
+"""Candidate filters and features, vectorized over positions in an owner's column index."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from prme.models.enums import DECAY_LAMBDA, DecayProfile
 from prme.models.scoring import ScoringWeights
-from prme.retrieval.scoring import FloatArray, competition_ranks
+from prme.retrieval.owner_index import (
+    CONDITIONS,
+    DECAYS,
+    EPISTEMIC,
+    LIFECYCLES,
+    NO_TIME,
+    NODE_TYPES,
+    SOURCES,
+    OwnerIndex,
+)
+from prme.retrieval.scoring import FloatArray
 from prme.storage.timeutil import to_us
 
 US_PER_DAY = 86_400_000_000.0
 GRAPH_PROXIMITY = {1: 1.0, 2: 0.7, 3: 0.4}
-_EXEMPT_VALIDITY = frozenset({"entity", "preference"})
+Positions = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,200 +43,212 @@ class FilterSettings:
     unverified_threshold: float
 
 
-def exclusion_reason(row: Mapping[str, Any], f: FilterSettings) -> str | None:
-    """Why a candidate row is filtered out before scoring, or None to keep it."""
-    node_type = row["node_type"]
-    if node_type not in _EXEMPT_VALIDITY:
-        valid_to = row["valid_to"]
-        if f.time_from is not None and valid_to is not None and valid_to <= to_us(f.time_from):
-            return "validity_filtered:time_from"
-        if f.time_to is not None and row["valid_from"] > to_us(f.time_to):
-            return "validity_filtered:time_to"
-    stated = row["event_time"] if row["event_time"] is not None else row["created_at"]
-    if f.event_time_from is not None and stated < to_us(f.event_time_from):
-        return "event_time_filtered:from"
-    if f.event_time_to is not None and stated > to_us(f.event_time_to):
-        return "event_time_filtered:to"
-    if f.knowledge_at is not None and row["created_at"] > to_us(f.knowledge_at):
-        return "knowledge_filtered"
-    if node_type in f.exclude_node_types:
-        return f"node_type_filtered:{node_type}"
-    if f.source_types is not None and row["source_type"] not in f.source_types:
-        return f"source_type_filtered:{row['source_type']}"
+def _codes(values: list[str], names: Sequence[str]) -> list[int]:
+    return [values.index(n) for n in names]
+
+
+def keep_mask(ix: OwnerIndex, pos: Positions, f: FilterSettings) -> BoolArray:
+    """Bitemporal, type and DEFAULT-mode epistemic/lifecycle filters (reference §A.2, §B.1)."""
+    node_type = ix.col("node_type")[pos]
+    keep = np.ones(len(pos), dtype=np.bool_)
+    exempt = np.isin(node_type, _codes(NODE_TYPES, ["entity", "preference"]))
+    if f.time_from is not None:
+        valid_to = ix.col("valid_to")[pos]
+        keep &= exempt | (valid_to == NO_TIME) | (valid_to > to_us(f.time_from))
+    if f.time_to is not None:
+        keep &= exempt | (ix.col("valid_from")[pos] <= to_us(f.time_to))
+    event = ix.col("event_time")[pos]
+    stated = np.where(event == NO_TIME, ix.col("created_at")[pos], event)
+    if f.event_time_from is not None:
+        keep &= stated >= to_us(f.event_time_from)
+    if f.event_time_to is not None:
+        keep &= stated <= to_us(f.event_time_to)
+    if f.knowledge_at is not None:
+        keep &= ix.col("created_at")[pos] <= to_us(f.knowledge_at)
+    if f.exclude_node_types:
+        keep &= ~np.isin(node_type, _codes(NODE_TYPES, sorted(f.exclude_node_types)))
+    if f.source_types is not None:
+        keep &= np.isin(ix.col("source")[pos], _codes(SOURCES, sorted(f.source_types)))
     if f.mode == "default":
-        lifecycle = row["lifecycle_state"]
-        if lifecycle in ("superseded", "archived"):
-            return f"lifecycle_filtered:{lifecycle}"
-        epistemic = row["epistemic_type"]
-        if epistemic == "conditional" and row["condition_state"] != "true":
-            return f"condition_filtered:{row['condition_state'] or 'unknown'}"
-        if epistemic in ("hypothetical", "deprecated"):
-            return f"epistemic_filtered:{epistemic}"
-        if epistemic == "unverified" and row["confidence"] <= f.unverified_threshold:
-            return f"unverified_below_threshold:{row['confidence']}"
-    return None
+        lifecycle = ix.col("lifecycle")[pos]
+        keep &= ~np.isin(lifecycle, _codes(LIFECYCLES, ["superseded", "archived"]))
+        epistemic = ix.col("epistemic")[pos]
+        conditional = epistemic == EPISTEMIC.index("conditional")
+        keep &= ~conditional | (ix.col("condition")[pos] == CONDITIONS.index("true"))
+        keep &= ~np.isin(epistemic, _codes(EPISTEMIC, ["hypothetical", "deprecated"]))
+        unverified = epistemic == EPISTEMIC.index("unverified")
+        keep &= ~unverified | (ix.col("confidence")[pos] > f.unverified_threshold)
+    return keep
 
 
-def epistemic_weight(
-    epistemic: str, condition_state: str | None, weights: Mapping[str, float]
-) -> float:
+def epistemic_weights(ix: OwnerIndex, pos: Positions, weights: Mapping[str, float]) -> FloatArray:
     """The epistemic multiplier; conditional claims score by their condition state."""
-    if epistemic == "conditional":
-        if condition_state == "true":
-            epistemic = "asserted"
-        elif condition_state in ("false", "expired"):
-            epistemic = "deprecated"
-        else:
-            epistemic = "hypothetical"
-    return float(weights.get(epistemic, 0.7))
-
-
-def decayed_salience_confidence(row: Mapping[str, Any], now_us: int) -> tuple[float, float]:
-    """Effective (virtually decayed) salience and confidence, clamped to [0, 1]."""
-    sal_base = float(row["salience_base"])
-    conf_base = float(row["confidence_base"])
-    profile = row["decay_profile"]
-    if (
-        row["pinned"]
-        or profile == "permanent"
-        or row["lifecycle_state"] in ("archived", "deprecated")
-    ):
-        return sal_base, conf_base
-    lam = DECAY_LAMBDA[DecayProfile(profile)]
-    t = max(0.0, (now_us - row["last_reinforced_at"]) / US_PER_DAY)
-    salience = sal_base * math.exp(-lam * t) + float(row["reinforcement_boost"]) * math.exp(
-        -0.1 * t
+    table = np.array([float(weights.get(e, 0.7)) for e in EPISTEMIC], dtype=np.float64)
+    epistemic = ix.col("epistemic")[pos].astype(np.int64)
+    condition = ix.col("condition")[pos]
+    as_if = np.full(len(pos), EPISTEMIC.index("hypothetical"), dtype=np.int64)
+    as_if[condition == CONDITIONS.index("true")] = EPISTEMIC.index("asserted")
+    as_if[np.isin(condition, _codes(CONDITIONS, ["false", "expired"]))] = EPISTEMIC.index(
+        "deprecated"
     )
-    if row["epistemic_type"] == "observed" and t < 180:
-        confidence = conf_base
-    else:
-        confidence = conf_base * math.exp(-(lam / 2) * t)
-    return min(1.0, max(0.0, salience)), min(1.0, max(0.0, confidence))
+    effective = np.where(epistemic == EPISTEMIC.index("conditional"), as_if, epistemic)
+    result: FloatArray = table[effective]
+    return result
 
 
-def recency_factor(memory_time_us: int, now_us: int, recency_lambda: float) -> float:
-    days = max(0.0, (now_us - memory_time_us) / US_PER_DAY)
-    return min(1.0, math.exp(-recency_lambda * days))
+def node_type_boosts(ix: OwnerIndex, pos: Positions, weights: ScoringWeights) -> FloatArray:
+    table = np.array([float(weights.node_type_boost.get(t, 1.0)) for t in NODE_TYPES])
+    result: FloatArray = table[ix.col("node_type")[pos].astype(np.int64)]
+    return result
 
 
-def minmax(values: Sequence[float]) -> list[float]:
+def decayed_salience_confidence(
+    ix: OwnerIndex, pos: Positions, now_us: int
+) -> tuple[FloatArray, FloatArray]:
+    """Effective salience and confidence (virtual decay), clamped to [0, 1] (§B.5 step 1)."""
+    lambdas = np.array([DECAY_LAMBDA[DecayProfile(d)] for d in DECAYS], dtype=np.float64)
+    decay = ix.col("decay")[pos].astype(np.int64)
+    lam = lambdas[decay]
+    t = np.maximum(0.0, (now_us - ix.col("last_reinforced_at")[pos]) / US_PER_DAY)
+    sal_base = ix.col("salience_base")[pos]
+    conf_base = ix.col("confidence_base")[pos]
+    salience = sal_base * np.exp(-lam * t) + ix.col("reinforcement_boost")[pos] * np.exp(-0.1 * t)
+    confidence = conf_base * np.exp(-(lam / 2) * t)
+    observed_young = (ix.col("epistemic")[pos] == EPISTEMIC.index("observed")) & (t < 180)
+    confidence = np.where(observed_young, conf_base, confidence)
+    frozen = (
+        ix.col("pinned")[pos]
+        | (decay == DECAYS.index("permanent"))
+        | np.isin(ix.col("lifecycle")[pos], _codes(LIFECYCLES, ["archived", "deprecated"]))
+    )
+    salience = np.where(frozen, sal_base, salience)
+    confidence = np.where(frozen, conf_base, confidence)
+    return np.clip(salience, 0.0, 1.0), np.clip(confidence, 0.0, 1.0)
+
+
+def recency(times_us: npt.NDArray[np.int64], now_us: int, recency_lambda: float) -> FloatArray:
+    """``min(1, exp(−λ · days))`` with days = max(0, now − time)."""
+    days = np.maximum(0.0, (now_us - times_us) / US_PER_DAY)
+    result: FloatArray = np.minimum(1.0, np.exp(-recency_lambda * days))
+    return result
+
+
+def minmax(values: FloatArray) -> FloatArray:
     """(s − min)/(max − min); all equal → 1.0."""
-    if not values:
-        return []
-    lo, hi = min(values), max(values)
+    if values.size == 0:
+        return values
+    lo, hi = float(values.min()), float(values.max())
     if hi == lo:
-        return [1.0] * len(values)
-    return [(v - lo) / (hi - lo) for v in values]
+        return np.ones_like(values)
+    result: FloatArray = (values - lo) / (hi - lo)
+    return result
+
+
+def stated_times(ix: OwnerIndex, pos: Positions) -> npt.NDArray[np.int64]:
+    event = ix.col("event_time")[pos]
+    result: npt.NDArray[np.int64] = np.where(event == NO_TIME, ix.col("created_at")[pos], event)
+    return result
 
 
 def weighted_features(
-    rows: Sequence[Mapping[str, Any]],
-    semantic: Sequence[float],
-    lexical: Sequence[float],
-    graph: Sequence[float],
-    path_counts: Sequence[int],
+    ix: OwnerIndex,
+    pos: Positions,
+    semantic: FloatArray,
+    lexical: FloatArray,
+    graph: FloatArray,
+    path_counts: npt.NDArray[np.int64],
     now_us: int,
     weights: ScoringWeights,
-    epistemic_weights: Mapping[str, float],
+    epistemic_map: Mapping[str, float],
 ) -> dict[str, FloatArray]:
-    """Feature arrays (ScoreTrace field names) for the weighted formula."""
-    recency: list[float] = []
-    salience: list[float] = []
-    confidence: list[float] = []
-    epistemic: list[float] = []
-    boost: list[float] = []
-    for row in rows:
-        recency.append(recency_factor(row["updated_at"], now_us, weights.recency_lambda))
-        sal, conf = decayed_salience_confidence(row, now_us)
-        salience.append(sal)
-        confidence.append(conf)
-        epistemic.append(
-            epistemic_weight(row["epistemic_type"], row["condition_state"], epistemic_weights)
-        )
-        boost.append(float(weights.node_type_boost.get(row["node_type"], 1.0)))
-    n = len(rows)
+    """Feature arrays keyed by ScoreTrace field names (the weighted formula's inputs)."""
+    salience, confidence = decayed_salience_confidence(ix, pos, now_us)
     return {
-        "semantic_similarity": np.asarray(semantic, dtype=np.float64),
-        "lexical_relevance": np.asarray(lexical, dtype=np.float64),
-        "graph_proximity": np.asarray(graph, dtype=np.float64),
-        "recency_factor": np.asarray(recency, dtype=np.float64),
-        "salience": np.asarray(salience, dtype=np.float64),
-        "confidence": np.asarray(confidence, dtype=np.float64),
-        "epistemic_weight": np.asarray(epistemic, dtype=np.float64),
-        "path_score": np.asarray([min(c / 3, 1.0) for c in path_counts], dtype=np.float64),
-        "temporal_affinity": np.zeros(n, dtype=np.float64),
-        "node_type_boost": np.asarray(boost, dtype=np.float64),
+        "semantic_similarity": semantic,
+        "lexical_relevance": lexical,
+        "graph_proximity": graph,
+        "recency_factor": recency(ix.col("updated_at")[pos], now_us, weights.recency_lambda),
+        "salience": salience,
+        "confidence": confidence,
+        "epistemic_weight": epistemic_weights(ix, pos, epistemic_map),
+        "path_score": np.minimum(path_counts / 3, 1.0),
+        "temporal_affinity": np.zeros(len(pos), dtype=np.float64),
+        "node_type_boost": node_type_boosts(ix, pos, weights),
     }
+
+
+def competition_ranks(values: FloatArray) -> npt.NDArray[np.int64]:
+    """Descending competition ranks: ties share the better rank (1, 2, 2, 4)."""
+    ascending = np.sort(values)
+    result: npt.NDArray[np.int64] = (
+        len(values) - np.searchsorted(ascending, values, side="right") + 1
+    )
+    return result
 
 
 @dataclass(frozen=True, slots=True)
 class FusionInputs:
-    semantic_rank: list[int | None]
-    lexical_rank: list[int | None]
-    epistemic_factor: list[float]
-    node_type_factor: list[float]
-    temporal_factor: list[float]
-    recency_boost_factor: list[float | None]
-    recency_raw: list[float]
-    tie_break: list[float | None]
+    """Per-candidate rank-fusion inputs; rank 0 means "not on this channel"."""
+
+    semantic_rank: npt.NDArray[np.int64]
+    lexical_rank: npt.NDArray[np.int64]
+    epistemic_factor: FloatArray
+    node_type_factor: FloatArray
+    temporal_factor: FloatArray
+    recency_boost_factor: FloatArray | None
+    recency_raw: FloatArray
+    tie_break: FloatArray | None
+    ranked: BoolArray
+
+
+def _pool_normalized(raw: FloatArray, ranked: BoolArray) -> FloatArray:
+    top = float(raw[ranked].max()) if ranked.any() else 0.0
+    if top <= 0:
+        return np.zeros_like(raw)
+    result: FloatArray = np.minimum(1.0, raw / top)
+    return result
 
 
 def fusion_inputs(
-    rows: Sequence[Mapping[str, Any]],
-    semantic: Sequence[float],
-    lexical: Sequence[float],
-    on_vector: Sequence[bool],
-    on_lexical: Sequence[bool],
+    ix: OwnerIndex,
+    pos: Positions,
+    semantic: FloatArray,
+    lexical: FloatArray,
+    on_vector: BoolArray,
+    on_lexical: BoolArray,
     weights: ScoringWeights,
-    epistemic_weights: Mapping[str, float],
+    epistemic_map: Mapping[str, float],
     current_state: bool,
 ) -> FusionInputs:
-    """Per-candidate rank-fusion inputs: channel ranks and pool-normalized factors (§B.9)."""
-    n = len(rows)
-    sem_on = [on_vector[i] or semantic[i] > 0 for i in range(n)]
-    lex_on = [on_lexical[i] or lexical[i] > 0 for i in range(n)]
-    ranked = [sem_on[i] or lex_on[i] for i in range(n)]
-
-    def channel_ranks(values: Sequence[float], member: Sequence[bool]) -> list[int | None]:
-        idx = [i for i in range(n) if member[i]]
-        ranks = competition_ranks([values[i] for i in idx])
-        out: list[int | None] = [None] * n
-        for i, r in zip(idx, ranks, strict=True):
-            out[i] = r
-        return out
-
-    def normalized(raw: list[float]) -> list[float]:
-        pool = [raw[i] for i in range(n) if ranked[i]]
-        top = max(pool) if pool else 0.0
-        return [min(1.0, v / top) if top > 0 else 0.0 for v in raw]
-
-    epistemic = [
-        epistemic_weight(r["epistemic_type"], r["condition_state"], epistemic_weights) for r in rows
-    ]
-    node_type = [float(weights.node_type_boost.get(r["node_type"], 1.0)) for r in rows]
-    temporal = [1.0] * n
-    stated = [r["event_time"] if r["event_time"] is not None else r["created_at"] for r in rows]
-    recency_raw = [0.0] * n
-    boost_factor: list[float | None] = [None] * n
-    if current_state and weights.rrf_recency_boost is not None and any(ranked):
-        newest = max(stated[i] for i in range(n) if ranked[i])
-        lam = max(weights.recency_lambda, 0.05)
-        recency_raw = [recency_factor(s, newest, lam) for s in stated]
-        raw = [1.0 + weights.rrf_recency_boost * r for r in recency_raw]
-        boost_factor = list(normalized(raw))
-    tie: list[float | None] = [None] * n
-    if weights.rrf_tie_break == "event_time":
-        idx = [i for i in range(n) if ranked[i]]
-        time_ranks = competition_ranks([float(stated[i]) for i in idx])
-        for i, r in zip(idx, time_ranks, strict=True):
-            tie[i] = (r - 1) / len(idx)
+    """Channel ranks and pool-normalized factors for reciprocal-rank fusion (§B.9)."""
+    n = len(pos)
+    sem_on = on_vector | (semantic > 0)
+    lex_on = on_lexical | (lexical > 0)
+    ranked = sem_on | lex_on
+    sem_rank = np.zeros(n, dtype=np.int64)
+    lex_rank = np.zeros(n, dtype=np.int64)
+    sem_rank[sem_on] = competition_ranks(semantic[sem_on])
+    lex_rank[lex_on] = competition_ranks(lexical[lex_on])
+    stated = stated_times(ix, pos)
+    recency_raw = np.zeros(n, dtype=np.float64)
+    boost: FloatArray | None = None
+    if current_state and weights.rrf_recency_boost is not None and ranked.any():
+        newest = int(stated[ranked].max())
+        recency_raw = recency(stated, newest, max(weights.recency_lambda, 0.05))
+        boost = _pool_normalized(1.0 + weights.rrf_recency_boost * recency_raw, ranked)
+    tie: FloatArray | None = None
+    if weights.rrf_tie_break == "event_time" and ranked.any():
+        tie = np.zeros(n, dtype=np.float64)
+        count = int(ranked.sum())
+        tie[ranked] = (competition_ranks(stated[ranked].astype(np.float64)) - 1) / count
     return FusionInputs(
-        semantic_rank=channel_ranks(semantic, sem_on),
-        lexical_rank=channel_ranks(lexical, lex_on),
-        epistemic_factor=normalized(epistemic),
-        node_type_factor=normalized(node_type),
-        temporal_factor=normalized(temporal),
-        recency_boost_factor=boost_factor,
+        semantic_rank=sem_rank,
+        lexical_rank=lex_rank,
+        epistemic_factor=_pool_normalized(epistemic_weights(ix, pos, epistemic_map), ranked),
+        node_type_factor=_pool_normalized(node_type_boosts(ix, pos, weights), ranked),
+        temporal_factor=_pool_normalized(np.ones(n, dtype=np.float64), ranked),
+        recency_boost_factor=boost,
         recency_raw=recency_raw,
         tie_break=tie,
+        ranked=ranked,
     )

@@ -130,3 +130,40 @@ def competition_ranks(values: Sequence[float]) -> list[int]:
             previous = values[index]
         ranks[index] = rank
     return ranks
+
+
+def rrf_scores(
+    semantic_rank: npt.NDArray[np.int64],
+    lexical_rank: npt.NDArray[np.int64],
+    epistemic_factor: FloatArray,
+    node_type_factor: FloatArray,
+    temporal_factor: FloatArray,
+    recency_boost_factor: FloatArray | None,
+    tie_break: FloatArray | None,
+    k: int,
+) -> list[float]:
+    """Vectorized :func:`rrf_value` (rank 0 = not on that channel), same arithmetic order."""
+    has_semantic = semantic_rank > 0
+    has_lexical = lexical_rank > 0
+    fused = np.zeros(len(semantic_rank), dtype=np.float64)
+    fused = np.where(
+        has_semantic, fused + 1.0 / (k + np.where(has_semantic, semantic_rank, 1)), fused
+    )
+    fused = np.where(has_lexical, fused + 1.0 / (k + np.where(has_lexical, lexical_rank, 1)), fused)
+    value = fused * (k + 1) / 2 * epistemic_factor * node_type_factor
+    value = value * temporal_factor
+    if recency_boost_factor is not None:
+        value = value * recency_boost_factor
+    ties = [None] * len(value) if tie_break is None else tie_break.tolist()
+    scores: list[float] = []
+    for v, ranked, tie in zip(
+        value.tolist(), (has_semantic | has_lexical).tolist(), ties, strict=True
+    ):
+        if not ranked:
+            scores.append(0.0)
+            continue
+        score = round(v, 10)
+        if tie is not None and score > 0.0:
+            score = score - tie * TIE_BREAK_SCALE
+        scores.append(score)
+    return scores

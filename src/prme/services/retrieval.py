@@ -5,17 +5,18 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import ValidationError
 
 from prme.canonical import sha256_hex
 from prme.engine import Engine
 from prme.errors import InvalidInputError
-from prme.models.enums import NodeType, RetrievalMode, Scope, SourceType
+from prme.models.enums import NodeType, RetrievalMode, SourceType
 from prme.models.receipt import (
     PackIdentity,
     PackingConfig,
@@ -36,14 +37,16 @@ from prme.models.trace import RankFusionTrace, ScoreTrace
 from prme.retrieval.features import (
     GRAPH_PROXIMITY,
     FilterSettings,
-    exclusion_reason,
+    FusionInputs,
     fusion_inputs,
+    keep_mask,
     minmax,
     weighted_features,
 )
+from prme.retrieval.owner_index import SCOPES, OwnerIndex
 from prme.retrieval.packing import pack
 from prme.retrieval.query import analyze_query
-from prme.retrieval.scoring import ranking_key, rrf_value, weighted_scores
+from prme.retrieval.scoring import FloatArray, rrf_scores, weighted_scores
 from prme.services.receipts import persist_receipt
 from prme.services.resolution import resolve_multipliers
 from prme.storage.timeutil import to_us
@@ -87,6 +90,54 @@ def _enum_set(cls: type[Any], values: Collection[Any] | None, field: str) -> fro
             valid = ", ".join(m.value for m in cls)
             raise InvalidInputError(field, f"invalid value {value!r} (valid: {valid})") from None
     return frozenset(out)
+
+
+def _lookup(
+    keys: npt.NDArray[np.int64], values: npt.NDArray[Any], wanted: npt.NDArray[np.int64]
+) -> FloatArray:
+    """``values`` at the positions of ``wanted`` within ``keys`` (every wanted key is present)."""
+    order = np.argsort(keys, kind="stable")
+    found = np.searchsorted(keys[order], wanted)
+    result: FloatArray = values[order][found].astype(np.float64)
+    return result
+
+
+def _paths(on_graph: bool, on_lexical: bool, on_pinned: bool, on_vector: bool) -> tuple[str, ...]:
+    flags = (
+        ("GRAPH", on_graph),
+        ("LEXICAL", on_lexical),
+        ("PINNED", on_pinned),
+        ("VECTOR", on_vector),
+    )
+    return tuple(name for name, on in flags if on)
+
+
+def _ranked_order(
+    scores: list[float],
+    path_score: list[float],
+    ids: list[str],
+    gate: list[float],
+    floor: float | None,
+) -> Iterator[int]:
+    """Candidates in ``ranking_key`` order, lazily: numpy orders by (score, path); only runs of
+    equal (score, path) are sorted by id in Python."""
+    score_array = np.asarray(scores, dtype=np.float64)
+    path_array = np.asarray(path_score, dtype=np.float64)
+    order = np.lexsort((-path_array, -score_array)).tolist()
+    start = 0
+    while start < len(order):
+        end = start + 1
+        first = order[start]
+        while (
+            end < len(order)
+            and scores[order[end]] == scores[first]
+            and path_score[order[end]] == path_score[first]
+        ):
+            end += 1
+        for i in sorted(order[start:end], key=lambda j: ids[j]):
+            if floor is None or gate[i] >= floor:
+                yield i
+        start = end
 
 
 def check_rank_fusion_request(base: ScoringWeights, multipliers: RankingMultipliers | None) -> None:
@@ -182,24 +233,30 @@ def retrieve(
     t0 = time.perf_counter()
     store = engine.store
     with store.read_snapshot() as pack_identity:
-        vector_hits = store.vector_search(owner, scopes, query_vector, cfg.vector_k)
+        ix = store.owner_index(owner)
         lexical_hits = store.lexical_search(owner, scopes, analysis.terms, cfg.lexical_k)
-        graph_hits = store.graph_search(
-            owner, scopes, analysis.entity_names, cfg.graph_max_hops, cfg.graph_max_candidates
-        )
-        pinned = store.pinned_rowids(owner, scopes, PINNED_LIMIT)
-        hints: list[tuple[int, float]] = []
-        if include_cross_scope and scopes is not None:
-            others = [s for s in Scope if s not in set(scopes)]
-            if others:
-                hints = store.vector_search(owner, others, query_vector, HINT_LIMIT)
-        cosine = dict(vector_hits)
-        bm25 = dict(lexical_hits)
-        pool = sorted(set(cosine) | set(bm25) | set(graph_hits) | set(pinned))
-        rows = store.candidate_rows(pool)
+    if ix is None:  # nothing stored yet in this pack
+        ix = OwnerIndex(engine.embedder.identity.dimension)
+    in_scope = ix.scope_mask(scopes)
+    vec_pos, vec_cos = ix.vector_search(query_vector, in_scope, cfg.vector_k)
+    lex_pos, lex_found = ix.positions_of([r for r, _ in lexical_hits])
+    lex_raw = np.array([s for _, s in lexical_hits], dtype=np.float64)[lex_found]
+    graph_hits = ix.graph_search(
+        analysis.entity_names, in_scope, cfg.graph_max_hops, cfg.graph_max_candidates
+    )
+    pinned_pos = np.flatnonzero(ix.pinned_mask() & in_scope)[:PINNED_LIMIT]
+    hints: list[tuple[int, float]] = []
+    if include_cross_scope and scopes is not None:
+        hint_pos, hint_cos = ix.vector_search(query_vector, ~in_scope, HINT_LIMIT)
+        hints = list(zip(hint_pos.tolist(), hint_cos.tolist(), strict=True))
+    pool = np.unique(
+        np.concatenate(
+            [vec_pos, lex_pos, np.fromiter(graph_hits, np.int64, len(graph_hits)), pinned_pos]
+        ).astype(np.int64)
+    )
     timings["candidates"] = (time.perf_counter() - t0) * 1000
 
-    # ---- filtering
+    # ---- filtering, then features over the kept pool
     t0 = time.perf_counter()
     settings = FilterSettings(
         mode=mode.value,
@@ -212,85 +269,73 @@ def retrieve(
         source_types=allowed_sources,
         unverified_threshold=cfg.unverified_confidence_threshold,
     )
-    names = list(rows.columns)
-    records = [{name: rows.columns[name][i] for name in names} for i in range(len(rows.rowids))]
-    kept = [i for i, r in enumerate(records) if exclusion_reason(r, settings) is None]
-    kept_rows = [records[i] for i in kept]
-    rowids = [rows.rowids[i] for i in kept]
-    pinned_set = set(pinned)
-    paths: list[tuple[str, ...]] = []
-    for rowid in rowids:
-        p = []
-        if rowid in graph_hits:
-            p.append("GRAPH")
-        if rowid in bm25:
-            p.append("LEXICAL")
-        if rowid in pinned_set:
-            p.append("PINNED")
-        if rowid in cosine:
-            p.append("VECTOR")
-        paths.append(tuple(p))
-    raw_cosine = [cosine.get(r, 0.0) for r in rowids]
-    semantic = [max(0.0, c) for c in raw_cosine]
-    lex_idx = [i for i, r in enumerate(rowids) if r in bm25]
-    lex_norm = minmax([bm25[rowids[i]] for i in lex_idx])
-    lexical = [0.0] * len(rowids)
-    for i, value in zip(lex_idx, lex_norm, strict=True):
-        lexical[i] = value
-    graph = [GRAPH_PROXIMITY[graph_hits[r]] if r in graph_hits else 0.0 for r in rowids]
-    path_counts = [len(p) for p in paths]
+    pos = pool[keep_mask(ix, pool, settings)]
+    n = len(pos)
+    on_vector = np.isin(pos, vec_pos)
+    on_lexical = np.isin(pos, lex_pos)
+    on_graph = np.array([p in graph_hits for p in pos.tolist()], dtype=np.bool_)
+    on_pinned = np.isin(pos, pinned_pos)
+    raw_cosine = np.zeros(n, dtype=np.float64)
+    raw_cosine[on_vector] = _lookup(vec_pos, vec_cos, pos[on_vector])
+    semantic = np.maximum(0.0, raw_cosine)
+    lexical = np.zeros(n, dtype=np.float64)
+    lexical[on_lexical] = minmax(_lookup(lex_pos, lex_raw, pos[on_lexical]))
+    graph = np.array(
+        [GRAPH_PROXIMITY[graph_hits[p]] if p in graph_hits else 0.0 for p in pos.tolist()],
+        dtype=np.float64,
+    )
+    path_matrix = np.stack([on_graph, on_lexical, on_pinned, on_vector])
+    path_counts = path_matrix.sum(axis=0).astype(np.int64)
 
     # ---- scoring: the pre-multiplier weights are the base (no query-specific shifts)
     pre_weights = base
     applied = adjusted_weights(pre_weights, multipliers)
     features = weighted_features(
-        kept_rows, semantic, lexical, graph, path_counts, now_us, applied, cfg.epistemic_weights
+        ix, pos, semantic, lexical, graph, path_counts, now_us, applied, cfg.epistemic_weights
     )
+    fi: FusionInputs | None = None
     if base.fusion == "weighted":
         scores = weighted_scores(features, applied)
     else:
         fi = fusion_inputs(
-            kept_rows,
+            ix,
+            pos,
             semantic,
             lexical,
-            [r in cosine for r in rowids],
-            [r in bm25 for r in rowids],
+            on_vector,
+            on_lexical,
             base,
             cfg.epistemic_weights,
             analysis.current_state,
         )
-        k = base.rrf_k or 60
-        scores = [
-            rrf_value(
-                fi.semantic_rank[i],
-                fi.lexical_rank[i],
-                fi.epistemic_factor[i],
-                fi.node_type_factor[i],
-                fi.temporal_factor[i],
-                fi.recency_boost_factor[i],
-                fi.tie_break[i],
-                k,
-            )
-            for i in range(len(rowids))
-        ]
-        features["recency_factor"] = np.asarray(fi.recency_raw, dtype=np.float64)
-        features["salience"] = np.zeros(len(rowids))
-        features["confidence"] = np.zeros(len(rowids))
+        scores = rrf_scores(
+            fi.semantic_rank,
+            fi.lexical_rank,
+            fi.epistemic_factor,
+            fi.node_type_factor,
+            fi.temporal_factor,
+            fi.recency_boost_factor,
+            fi.tie_break,
+            base.rrf_k or 60,
+        )
+        features["recency_factor"] = fi.recency_raw
+        features["salience"] = np.zeros(n, dtype=np.float64)
+        features["confidence"] = np.zeros(n, dtype=np.float64)
 
     # ---- selection: floor, deterministic order, caps, limit
-    gate = semantic if base.fusion == "rrf" else scores
+    gate = semantic.tolist() if base.fusion == "rrf" else scores
     path_score = features["path_score"].tolist()
-    eligible = [i for i in range(len(rowids)) if floor is None or gate[i] >= floor]
-    eligible.sort(key=lambda i: ranking_key(scores[i], path_score[i], kept_rows[i]["id"]))
+    plist = pos.tolist()
+    ordered = _ranked_order(scores, path_score, [ix.ids[p] for p in plist], gate, floor)
     selected: list[int] = []
     source_counts: dict[tuple[str, str], int] = {}
     evidence_counts: dict[str, int] = {}
-    for i in eligible:
+    for i in ordered:
         if len(selected) >= result_limit:
             break
-        evidence = kept_rows[i]["evidence_refs"]
+        evidence = ix.evidence[plist[i]]
         if per_source is not None:
-            skey = (evidence, kept_rows[i]["content_sha256"])
+            skey = (evidence, ix.content_sha256[plist[i]])
             if source_counts.get(skey, 0) >= per_source:
                 continue
             source_counts[skey] = source_counts.get(skey, 0) + 1
@@ -303,9 +348,11 @@ def retrieve(
 
     # ---- packing
     t0 = time.perf_counter()
-    nodes = store.get_memories_by_rowid([rowids[i] for i in selected])
-    chosen = [nodes[rowids[i]] for i in selected]
-    packed = pack([(n.content, n.event_time or n.created_at) for n in chosen], budget)
+    rowid_col = ix.col("rowid")
+    selected_rowids = [int(rowid_col[plist[i]]) for i in selected]
+    nodes = store.get_memories_by_rowid(selected_rowids)
+    chosen = [nodes[r] for r in selected_rowids]
+    packed = pack([(m.content, m.event_time or m.created_at) for m in chosen], budget)
     timings["pack"] = (time.perf_counter() - t0) * 1000
 
     # ---- receipt and response
@@ -316,29 +363,35 @@ def retrieve(
     for position, i in enumerate(selected):
         node = chosen[position]
         item = packed.items[position]
+        paths = _paths(*(bool(flag) for flag in path_matrix[:, i]))
         trace = ScoreTrace(
             **{name: float(features[name][i]) for name in feature_names},
             composite_score=scores[i],
         )
         fusion = None
-        if base.fusion == "rrf":
+        relevance = None
+        if fi is not None:
             fusion = RankFusionTrace(
-                semantic_rank=fi.semantic_rank[i],
-                lexical_rank=fi.lexical_rank[i],
-                epistemic_factor=fi.epistemic_factor[i],
-                node_type_factor=fi.node_type_factor[i],
-                temporal_factor=fi.temporal_factor[i],
-                recency_boost_factor=fi.recency_boost_factor[i],
-                tie_break=fi.tie_break[i],
+                semantic_rank=int(fi.semantic_rank[i]) or None,
+                lexical_rank=int(fi.lexical_rank[i]) or None,
+                epistemic_factor=float(fi.epistemic_factor[i]),
+                node_type_factor=float(fi.node_type_factor[i]),
+                temporal_factor=float(fi.temporal_factor[i]),
+                recency_boost_factor=None
+                if fi.recency_boost_factor is None
+                else float(fi.recency_boost_factor[i]),
+                tie_break=None
+                if fi.tie_break is None or not fi.ranked[i]
+                else float(fi.tie_break[i]),
             )
-        relevance = semantic[i] if base.fusion == "rrf" else None
+            relevance = float(semantic[i])
         candidates.append(
             ReceiptCandidate(
                 node_id=node.id,
                 scope=node.scope,
                 node_type=node.node_type,
-                content_sha256=kept_rows[i]["content_sha256"],
-                paths=paths[i],
+                content_sha256=ix.content_sha256[plist[i]],
+                paths=paths,
                 score=scores[i],
                 trace=trace,
                 rank_fusion=fusion,
@@ -351,11 +404,11 @@ def retrieve(
         results.append(
             RetrievalCandidate(
                 node=node,
-                paths=paths[i],
-                path_count=len(paths[i]),
-                semantic_score=raw_cosine[i],
-                lexical_score=lexical[i],
-                graph_proximity=graph[i],
+                paths=paths,
+                path_count=len(paths),
+                semantic_score=float(raw_cosine[i]),
+                lexical_score=float(lexical[i]),
+                graph_proximity=float(graph[i]),
                 composite_score=scores[i],
                 semantic_relevance=relevance,
                 score_trace=trace,
@@ -364,10 +417,10 @@ def retrieve(
             )
         )
     generated = {
-        "vector": len(vector_hits),
-        "lexical": len(lexical_hits),
+        "vector": len(vec_pos),
+        "lexical": len(lex_pos),
         "graph": len(graph_hits),
-        "pinned": len(pinned),
+        "pinned": len(pinned_pos),
         "merged": len(pool),
     }
     inputs: dict[str, Any] = {
@@ -391,7 +444,7 @@ def retrieve(
     }
     outcomes: dict[str, Any] = {
         "candidates_generated": generated,
-        "candidates_filtered": len(records) - len(kept),
+        "candidates_filtered": len(pool) - n,
         "candidates_included": len(selected),
         "tokens_used": packed.tokens_used,
         "cross_scope_hint_count": len(hints),
@@ -450,14 +503,17 @@ def retrieve(
         result_limit=result_limit,
         min_score=floor,
         candidates_generated=generated,
-        candidates_filtered=len(records) - len(kept),
+        candidates_filtered=len(pool) - n,
         candidates_included=len(selected),
         timing_ms={k: round(v, 3) for k, v in timings.items()},
     )
     hint_models = tuple(
-        CrossScopeHint(node_id=uuid.UUID(str(n.id)), scope=n.scope.value, semantic_score=score)
-        for rowid, score in hints
-        for n in [store.get_memories_by_rowid([rowid])[rowid]]
+        CrossScopeHint(
+            node_id=uuid.UUID(ix.ids[p]),
+            scope=SCOPES[int(ix.col("scope")[p])],
+            semantic_score=float(score),
+        )
+        for p, score in hints
     )
     return RetrievalResponse(
         results=tuple(results), bundle=bundle, metadata=metadata, cross_scope_hints=hint_models

@@ -13,6 +13,7 @@ import numpy.typing as npt
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval.owner_index import OwnerIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,14 +29,6 @@ class OpRecord:
     created_at_us: int
     payload: str
     checksum: str
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateRows:
-    """Column arrays for a set of candidate memories, aligned by position."""
-
-    rowids: list[int]
-    columns: dict[str, list[Any]]
 
 
 class Store(Protocol):
@@ -84,32 +77,11 @@ class Store(Protocol):
     # candidate generation (owner and scope filtered)
     def read_snapshot(self) -> AbstractContextManager[PackIdentity]: ...
 
-    def vector_search(
-        self,
-        user_id: str,
-        scopes: Sequence[Scope] | None,
-        query: npt.NDArray[np.float32],
-        k: int,
-    ) -> list[tuple[int, float]]: ...
+    def owner_index(self, user_id: str) -> OwnerIndex | None: ...
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]: ...
-
-    def graph_search(
-        self,
-        user_id: str,
-        scopes: Sequence[Scope] | None,
-        names: Sequence[str],
-        max_hops: int,
-        max_candidates: int,
-    ) -> dict[int, int]: ...
-
-    def pinned_rowids(
-        self, user_id: str, scopes: Sequence[Scope] | None, limit: int
-    ) -> list[int]: ...
-
-    def candidate_rows(self, rowids: Sequence[int]) -> CandidateRows: ...
 
     # operations log (append-only; appends never bump the write sequence)
     def append_op(

@@ -21,16 +21,34 @@ import numpy.typing as npt
 
 from prme.canonical import canonical_bytes, canonical_json, sha256_hex
 from prme.errors import FrozenPackError, IntegrityError
-from prme.models.enums import Scope
+from prme.models.enums import (
+    DecayProfile,
+    EpistemicType,
+    LifecycleState,
+    NodeType,
+    Scope,
+    SourceType,
+)
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
-from prme.storage.base import CandidateRows, OpRecord
+from prme.retrieval.owner_index import (
+    CONDITIONS,
+    DECAYS,
+    EPISTEMIC,
+    LIFECYCLES,
+    NO_TIME,
+    NODE_TYPES,
+    SCOPES,
+    SOURCES,
+    OwnerIndex,
+    code,
+)
+from prme.storage.base import OpRecord
 from prme.storage.timeutil import from_us, opt_from_us, opt_to_us, to_us
 
 DB_FILE = "pack.sqlite3"
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-SCOPE_CODES: dict[str, int] = {s.value: i for i, s in enumerate(Scope)}
 
 Tracer = Callable[[str], None]
 T = TypeVar("T")
@@ -41,30 +59,58 @@ _NODE_COLUMNS = (
     " epistemic_type, source_type, lifecycle_state, decay_profile, last_reinforced_at,"
     " reinforcement_boost, pinned, evidence_refs, ttl_days"
 )
-CANDIDATE_COLUMNS = (
-    "id",
-    "scope",
-    "node_type",
-    "content_sha256",
-    "created_at",
-    "updated_at",
-    "event_time",
-    "valid_from",
-    "valid_to",
-    "confidence",
-    "salience",
-    "confidence_base",
-    "salience_base",
-    "epistemic_type",
-    "source_type",
-    "lifecycle_state",
-    "decay_profile",
-    "last_reinforced_at",
-    "reinforcement_boost",
-    "pinned",
-    "condition_state",
-    "evidence_refs",
+_INDEX_COLUMNS = (
+    "m.id",
+    "m.scope",
+    "m.node_type",
+    "m.epistemic_type",
+    "m.source_type",
+    "m.lifecycle_state",
+    "m.decay_profile",
+    "m.condition_state",
+    "m.created_at",
+    "m.updated_at",
+    "m.event_time",
+    "m.valid_from",
+    "m.valid_to",
+    "m.last_reinforced_at",
+    "m.confidence",
+    "m.salience",
+    "m.confidence_base",
+    "m.salience_base",
+    "m.reinforcement_boost",
+    "m.pinned",
+    "m.content_sha256",
+    "m.evidence_refs",
 )
+
+
+def _index_row(r: tuple[Any, ...]) -> dict[str, Any]:
+    return {
+        "rowid": r[0],
+        "id": r[1],
+        "scope": code(SCOPES, r[2]),
+        "node_type": code(NODE_TYPES, r[3]),
+        "epistemic": code(EPISTEMIC, r[4]),
+        "source": code(SOURCES, r[5]),
+        "lifecycle": code(LIFECYCLES, r[6]),
+        "decay": code(DECAYS, r[7]),
+        "condition": code(CONDITIONS, r[8]),
+        "created_at": r[9],
+        "updated_at": r[10],
+        "event_time": NO_TIME if r[11] is None else r[11],
+        "valid_from": r[12],
+        "valid_to": NO_TIME if r[13] is None else r[13],
+        "last_reinforced_at": r[14],
+        "confidence": r[15],
+        "salience": r[16],
+        "confidence_base": r[17],
+        "salience_base": r[18],
+        "reinforcement_boost": r[19],
+        "pinned": bool(r[20]),
+        "content_sha256": r[21],
+        "evidence_refs": r[22],
+    }
 
 
 def _row_to_node(row: sqlite3.Row | tuple[Any, ...]) -> MemoryNode:
@@ -96,11 +142,12 @@ def _row_to_node(row: sqlite3.Row | tuple[Any, ...]) -> MemoryNode:
         evidence_refs,
         ttl_days,
     ) = tuple(row)
-    return MemoryNode(
-        id=id_,
+    # Rows were validated when written; construct without re-validating (a hot path).
+    return MemoryNode.model_construct(
+        id=uuid.UUID(id_),
         user_id=user_id,
-        scope=scope,
-        node_type=node_type,
+        scope=Scope(scope),
+        node_type=NodeType(node_type),
         content=content,
         metadata=None if metadata is None else json.loads(metadata),
         session_id=session_id,
@@ -114,49 +161,16 @@ def _row_to_node(row: sqlite3.Row | tuple[Any, ...]) -> MemoryNode:
         salience=salience,
         confidence_base=confidence_base,
         salience_base=salience_base,
-        epistemic_type=epistemic_type,
-        source_type=source_type,
-        lifecycle_state=lifecycle_state,
-        decay_profile=decay_profile,
+        epistemic_type=EpistemicType(epistemic_type),
+        source_type=SourceType(source_type),
+        lifecycle_state=LifecycleState(lifecycle_state),
+        decay_profile=DecayProfile(decay_profile),
         last_reinforced_at=from_us(last_reinforced_at),
         reinforcement_boost=reinforcement_boost,
         pinned=bool(pinned),
-        evidence_refs=tuple(json.loads(evidence_refs)),
+        evidence_refs=tuple(uuid.UUID(r) for r in json.loads(evidence_refs)),
         ttl_days=ttl_days,
     )
-
-
-class _OwnerVectors:
-    """An owner's vectors as one growable float32 matrix (exact cosine search)."""
-
-    def __init__(self, dimension: int) -> None:
-        self.dimension = dimension
-        self.size = 0
-        self.rowids = np.zeros(0, dtype=np.int64)
-        self.scopes = np.zeros(0, dtype=np.int8)
-        self.matrix = np.zeros((0, dimension), dtype=np.float32)
-        self.max_rowid = 0
-        self.write_seq = -1
-        self.delete_seq = -1
-
-    def append(
-        self, rowids: list[int], scopes: list[int], vectors: npt.NDArray[np.float32]
-    ) -> None:
-        needed = self.size + len(rowids)
-        if needed > len(self.rowids):
-            capacity = max(needed, 2 * len(self.rowids), 1024)
-            self.rowids = np.resize(self.rowids, capacity)
-            self.scopes = np.resize(self.scopes, capacity)
-            grown = np.zeros((capacity, self.dimension), dtype=np.float32)
-            grown[: self.size] = self.matrix[: self.size]
-            self.matrix = grown
-        end = self.size + len(rowids)
-        self.rowids[self.size : end] = rowids
-        self.scopes[self.size : end] = scopes
-        self.matrix[self.size : end] = vectors
-        self.size = end
-        if rowids:
-            self.max_rowid = max(self.max_rowid, max(rowids))
 
 
 class SQLiteStore:
@@ -181,9 +195,10 @@ class SQLiteStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
-        self._vectors: dict[str, _OwnerVectors] = {}
-        self._vectors_lock = threading.Lock()
+        self._indexes: dict[str, OwnerIndex] = {}
+        self._index_lock = threading.Lock()
         self._closed = False
+        self._embedder: dict[str, Any] | None = None
         self._initialize()
         self._secret = bytes.fromhex(self._meta("secret"))
         self._pack_id = self._meta("pack_id")
@@ -290,6 +305,14 @@ class SQLiteStore:
             raise IntegrityError(f"pack metadata {key!r} is missing")
         return str(row[0])
 
+    def _sequences(self) -> tuple[int, int]:
+        rows = dict(
+            self.conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('write_seq', 'delete_seq')"
+            ).fetchall()
+        )
+        return int(rows["write_seq"]), int(rows["delete_seq"])
+
     def _bump(self, conn: sqlite3.Connection, *keys: str) -> None:
         for key in keys:
             conn.execute(
@@ -308,8 +331,11 @@ class SQLiteStore:
         return hmac.compare_digest(self.attest(payload), attestation)
 
     def embedder_identity(self) -> dict[str, Any] | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        # Immutable once bound, so it is cached after the first successful read.
+        if self._embedder is None:
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+            self._embedder = None if row is None else dict(json.loads(row[0]))
+        return self._embedder
 
     def bind_embedder(self, identity: dict[str, Any]) -> None:
         """Record the pack's embedder on first use (a retrieval configuration write)."""
@@ -485,62 +511,47 @@ class SQLiteStore:
         values = sorted({s.value for s in scopes})
         return f" AND {alias}.scope IN ({','.join('?' * len(values))})", values
 
-    def _owner_vectors(self, user_id: str) -> _OwnerVectors | None:
+    def owner_index(self, user_id: str) -> OwnerIndex | None:
+        """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
         if dimension is None:
             return None
-        write_seq = int(self._meta("write_seq"))
-        delete_seq = int(self._meta("delete_seq"))
-        with self._vectors_lock:
-            cached = self._vectors.get(user_id)
-            if cached is not None and cached.write_seq == write_seq:
-                return cached
-            if cached is None or cached.delete_seq != delete_seq or cached.dimension != dimension:
-                cached = _OwnerVectors(int(dimension))
+        write_seq, delete_seq = self._sequences()
+        with self._index_lock:
+            index = self._indexes.get(user_id)
+            if index is not None and index.write_seq == write_seq:
+                return index.snapshot()
+            if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
+                index = OwnerIndex(int(dimension))
             rows = self.conn.execute(
-                "SELECT m.rowid, m.scope, v.vec FROM memories m JOIN vectors v ON v.rowid = m.rowid"
-                " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid",
-                (user_id, cached.max_rowid),
+                f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, v.vec FROM memories m"
+                " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = ? AND m.rowid > ?"
+                " ORDER BY m.rowid",
+                (user_id, index.max_rowid),
             ).fetchall()
             if rows:
-                matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-                cached.append(
-                    [int(r[0]) for r in rows],
-                    [SCOPE_CODES[r[1]] for r in rows],
-                    matrix.reshape(len(rows), int(dimension)),
+                entities: dict[int, list[str]] = {}
+                for rowid, name in self.conn.execute(
+                    "SELECT memory_rowid, name FROM entities WHERE user_id = ?"
+                    " AND memory_rowid > ? ORDER BY memory_rowid, name",
+                    (user_id, index.max_rowid),
+                ):
+                    entities.setdefault(int(rowid), []).append(str(name))
+                vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
+                index.append(
+                    [_index_row(r) for r in rows],
+                    vectors.reshape(len(rows), int(dimension)),
+                    entities,
                 )
-            cached.write_seq = write_seq
-            cached.delete_seq = delete_seq
-            self._vectors[user_id] = cached
-            return cached
-
-    def vector_search(
-        self,
-        user_id: str,
-        scopes: Sequence[Scope] | None,
-        query: npt.NDArray[np.float32],
-        k: int,
-    ) -> list[tuple[int, float]]:
-        owner = self._owner_vectors(user_id)
-        if owner is None or owner.size == 0 or query.shape[-1] != owner.dimension:
-            return []
-        size = owner.size
-        scores = owner.matrix[:size] @ query.astype(np.float32)
-        if scopes is not None:
-            codes = np.array(sorted({SCOPE_CODES[s.value] for s in scopes}), dtype=np.int8)
-            scores = np.where(np.isin(owner.scopes[:size], codes), scores, -np.inf)
-        valid = int(np.count_nonzero(np.isfinite(scores)))
-        k = min(k, valid)
-        if k <= 0:
-            return []
-        top = np.argpartition(-scores, k - 1)[:k] if k < size else np.arange(size)
-        hits = [(int(owner.rowids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
-        hits.sort(key=lambda h: (-h[1], h[0]))
-        return hits[:k]
+            index.write_seq = write_seq
+            index.delete_seq = delete_seq
+            self._indexes[user_id] = index
+            return index.snapshot()
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
+        """BM25 (FTS5) over the owner's memories: ``(rowid, -bm25)``, best first."""
         if not terms:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
@@ -553,65 +564,6 @@ class SQLiteStore:
             (match, user_id, *scope_params, k),
         ).fetchall()
         return [(int(r[0]), -float(r[1])) for r in rows]
-
-    def graph_search(
-        self,
-        user_id: str,
-        scopes: Sequence[Scope] | None,
-        names: Sequence[str],
-        max_hops: int,
-        max_candidates: int,
-    ) -> dict[int, int]:
-        if not names or max_candidates <= 0:
-            return {}
-        scope_sql, scope_params = self._scope_sql(scopes)
-        found: dict[int, int] = {}
-        seen_names = set(names)
-        frontier = sorted(seen_names)
-        for hop in range(1, max_hops + 1):
-            if not frontier or len(found) >= max_candidates:
-                break
-            rows = self.conn.execute(
-                "SELECT DISTINCT e.memory_rowid FROM entities e JOIN memories m"
-                " ON m.rowid = e.memory_rowid WHERE e.user_id = ?"
-                f" AND e.name IN (SELECT value FROM json_each(?)){scope_sql}"
-                " ORDER BY e.memory_rowid",
-                (user_id, json.dumps(frontier), *scope_params),
-            ).fetchall()
-            new = [int(r[0]) for r in rows if int(r[0]) not in found]
-            for rowid in new[: max_candidates - len(found)]:
-                found[rowid] = hop
-            if hop == max_hops or not new:
-                break
-            next_names = self.conn.execute(
-                "SELECT DISTINCT name FROM entities WHERE user_id = ?"
-                " AND memory_rowid IN (SELECT value FROM json_each(?)) ORDER BY name",
-                (user_id, json.dumps(new)),
-            ).fetchall()
-            frontier = [str(r[0]) for r in next_names if str(r[0]) not in seen_names]
-            seen_names.update(frontier)
-        return found
-
-    def pinned_rowids(self, user_id: str, scopes: Sequence[Scope] | None, limit: int) -> list[int]:
-        scope_sql, scope_params = self._scope_sql(scopes)
-        rows = self.conn.execute(
-            "SELECT m.rowid FROM memories m WHERE m.user_id = ?"
-            f"{scope_sql} AND (m.salience = 1.0 OR m.pinned = 1 OR (m.node_type = 'task'"
-            " AND m.lifecycle_state IN ('tentative', 'stable'))) ORDER BY m.rowid LIMIT ?",
-            (user_id, *scope_params, limit),
-        ).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def candidate_rows(self, rowids: Sequence[int]) -> CandidateRows:
-        rows = self.conn.execute(
-            f"SELECT rowid, {', '.join(CANDIDATE_COLUMNS)} FROM memories"
-            " WHERE rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid",
-            (json.dumps(list(rowids)),),
-        ).fetchall()
-        columns: dict[str, list[Any]] = {
-            name: [r[i + 1] for r in rows] for i, name in enumerate(CANDIDATE_COLUMNS)
-        }
-        return CandidateRows(rowids=[int(r[0]) for r in rows], columns=columns)
 
     # ---------------------------------------------------------------- operations log
     def append_op(
