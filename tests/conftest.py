@@ -45,7 +45,9 @@ def make_client(pack_path: Path, clock: FakeClock) -> Iterator[Callable[..., Mem
     """Open clients on the test pack (weighted fusion, hashing embedder unless overridden)."""
     opened: list[MemoryClient] = []
 
-    def factory(path: Path | None = None, *, fusion: str = "weighted", **kwargs: Any) -> MemoryClient:
+    def factory(
+        path: Path | None = None, *, fusion: str = "weighted", **kwargs: Any
+    ) -> MemoryClient:
         kwargs.setdefault("config", make_config(fusion))
         kwargs.setdefault("clock", clock)
         client = MemoryClient(path or pack_path, **kwargs)

@@ -10,6 +10,8 @@ from prme.errors import (
     PRMEError,
     StaleRankingProfileError,
 )
+from prme.learning.gate1 import evaluate_learning
+from prme.learning.gate2 import evaluate_full_retrieval
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -19,8 +21,22 @@ from prme.models.enums import (
     Scope,
     SourceType,
 )
+from prme.models.holdout import (
+    FullRetrievalEvaluation,
+    FullRetrievalEvaluationConfig,
+    FullRetrievalQueryResult,
+    FullRetrievalTrial,
+)
+from prme.models.learning import LearningConfig, LearningEvaluation, QueryLearningResult
 from prme.models.memory import MemoryNode
+from prme.models.profiles import (
+    RankingProfile,
+    RankingProfileApplication,
+    RankingProfileState,
+    RankingProfileStatus,
+)
 from prme.models.receipt import RetrievalReceipt
+from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 
@@ -29,8 +45,14 @@ __all__ = [
     "DecayProfile",
     "EpistemicType",
     "FrozenPackError",
+    "FullRetrievalEvaluation",
+    "FullRetrievalEvaluationConfig",
+    "FullRetrievalQueryResult",
+    "FullRetrievalTrial",
     "IntegrityError",
     "InvalidInputError",
+    "LearningConfig",
+    "LearningEvaluation",
     "LifecycleState",
     "MemoryClient",
     "MemoryNode",
@@ -38,7 +60,14 @@ __all__ = [
     "NotFoundError",
     "PRMEConfig",
     "PRMEError",
+    "QueryLearningResult",
     "RankingMultipliers",
+    "RankingProfile",
+    "RankingProfileApplication",
+    "RankingProfileState",
+    "RankingProfileStatus",
+    "RelevanceRecord",
+    "RelevanceSubmission",
     "RetrievalMode",
     "RetrievalReceipt",
     "RetrievalResponse",
@@ -46,4 +75,6 @@ __all__ = [
     "ScoringWeights",
     "SourceType",
     "StaleRankingProfileError",
+    "evaluate_full_retrieval",
+    "evaluate_learning",
 ]

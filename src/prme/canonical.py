@@ -23,14 +23,22 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def _nested_model(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def canonical_json(value: Any) -> str:
-    """The canonical text of ``value`` (a pydantic model or JSON-compatible data)."""
+    """The canonical text of ``value`` (a pydantic model or JSON-compatible data, which may
+    contain models)."""
     return json.dumps(
         to_jsonable(value),
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
         allow_nan=False,
+        default=_nested_model,
     )
 
 

@@ -39,11 +39,18 @@ def require_aware(value: datetime | None, field: str) -> datetime | None:
 
 
 def require_int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
+    # The message repeats the field name so the reference's fragments match exactly
+    # ("limit must be a nonnegative integer", "limit must be an integer from 1 to 1000").
+    if maximum is not None:
+        message = f"{field} must be an integer from {minimum} to {maximum}"
+    elif minimum == 0:
+        message = f"{field} must be a nonnegative integer"
+    else:
+        message = f"{field} must be an integer >= {minimum}"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(field, "must be an integer", value)
+        raise InvalidInputError(field, message, value)
     if value < minimum or (maximum is not None and value > maximum):
-        bound = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
-        raise InvalidInputError(field, f"must be an integer {bound}", value)
+        raise InvalidInputError(field, message, value)
     return value
 
 

@@ -131,9 +131,14 @@ def build_node(
         conf = float(confidence)
         if not math.isfinite(conf) or not 0.0 <= conf <= 1.0:
             raise InvalidInputError("confidence", "must be a finite number in [0, 1]", confidence)
-    sal = 0.5 if salience is None else float(salience)
-    if not math.isfinite(sal) or not 0.0 <= sal <= 1.0:
-        raise InvalidInputError("salience", "must be a finite number in [0, 1]", salience)
+    if salience is None:
+        sal = 0.5
+    else:
+        if isinstance(salience, bool) or not isinstance(salience, int | float):
+            raise InvalidInputError("salience", "must be a number in [0, 1]", salience)
+        sal = float(salience)
+        if not math.isfinite(sal) or not 0.0 <= sal <= 1.0:
+            raise InvalidInputError("salience", "must be a finite number in [0, 1]", salience)
     meta: dict[str, Any] | None = None
     if metadata is not None:
         if not isinstance(metadata, Mapping):
@@ -193,8 +198,10 @@ def store_nodes(engine: Engine, nodes: Sequence[MemoryNode]) -> None:
     engine.check_embedder()
     vectors = engine.embedder.embed([n.content for n in nodes])
     entities = [extract_entities(n.content, (n.metadata or {}).get("entities")) for n in nodes]
-    engine.store.bind_embedder(engine.embedder.identity.model_dump(mode="json"))
-    engine.store.insert_memories(nodes, vectors, entities)
+    # One write transaction: binding the pack's embedder (first write) and the batch itself.
+    with engine.store.serialized("memories"):
+        engine.store.bind_embedder(engine.embedder.identity.model_dump(mode="json"))
+        engine.store.insert_memories(nodes, vectors, entities)
 
 
 def store(engine: Engine, content: str, **fields: Any) -> StoreReceipt:
@@ -207,6 +214,7 @@ def store(engine: Engine, content: str, **fields: Any) -> StoreReceipt:
 def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: str) -> list[str]:
     if not isinstance(items, Sequence) or isinstance(items, str | bytes):
         raise InvalidInputError("items", "must be a list of memory objects", items)
+    owner = require_owner(user_id)
     if len(items) > MAX_BATCH:
         raise InvalidInputError("items", f"at most {MAX_BATCH} memories per batch")
     now = engine.clock()
@@ -217,10 +225,10 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
         if not isinstance(item, Mapping) or "content" not in item:
             raise InvalidInputError(f"items[{index}]", "must be a string or an object with content")
         fields = dict(item)
-        if "user_id" in fields and fields.pop("user_id") != user_id:
+        if "user_id" in fields and fields.pop("user_id") != owner:
             raise InvalidInputError(f"items[{index}].user_id", "differs from the batch owner")
         try:
-            nodes.append(build_node(fields.pop("content"), user_id=user_id, now=now, **fields))
+            nodes.append(build_node(fields.pop("content"), user_id=owner, now=now, **fields))
         except InvalidInputError as exc:
             raise InvalidInputError(f"items[{index}].{exc.field}", str(exc), exc.value) from None
         except TypeError as exc:

@@ -32,7 +32,9 @@ def verify(engine: Engine, report: BaseModel) -> bool:
     return engine.store.verify_attestation(unattested(report), attestation)
 
 
-def persist(engine: Engine, op_type: str, user_id: str, report_checksum: str, report: BaseModel) -> None:
+def persist(
+    engine: Engine, op_type: str, user_id: str, report_checksum: str, report: BaseModel
+) -> None:
     """Append the report once; an identical re-evaluation is a no-op, a different one an error."""
     payload = canonical_json(report)
     op_id = f"{op_type}:{user_id}:{report_checksum}"

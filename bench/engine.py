@@ -1,0 +1,377 @@
+"""Engine benchmark: store and retrieve throughput, latency, receipt size, memory, pack size.
+
+Prints one JSON document. Each configuration (pack size x embedder) runs in its own
+subprocess so that peak RSS (``resource.getrusage``) is per configuration.
+
+    python bench/engine.py                        # 1k, 10k, 100k with the hashing embedder,
+                                                  # plus 10k with the default MiniLM embedder
+    python bench/engine.py --sizes 1000,10000 --no-minilm --out bench.json
+    python bench/engine.py --sizes 10000 --no-minilm --profile 200   # cProfile of retrieve
+
+Targets: store() >= 1,000/s, store_many() >= 20,000/s, retrieve p50 <= 5 ms at 10k and
+<= 20 ms at 100k, excluding query embedding (``metadata.timing_ms["embed_query"]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from prme import MemoryClient, PRMEConfig, ScoringWeights
+from prme.config import EmbeddingConfig
+from prme.models.scoring import product_default_scoring
+from prme.storage.sqlite import DB_FILE
+
+SEED = 42
+OWNER = "bench-user"
+BATCH = 1000
+WARMUP = 20
+QUERIES = 250
+NOW = datetime(2026, 9, 1, tzinfo=UTC)
+
+# ------------------------------------------------------------------ generated workload
+PEOPLE = (
+    "Alice Moreau", "Bruno Keller", "Chen Wei", "Dana Okafor", "Elif Yilmaz", "Farid Haddad",
+    "Greta Lindqvist", "Hiro Tanaka", "Ines Duarte", "Jonas Brandt", "Kavya Rao", "Liam Byrne",
+    "Maya Cohen", "Nikolai Petrov", "Olivia Grant", "Pedro Alves", "Quinn Harper", "Rosa Jimenez",
+    "Samir Nasser", "Tove Berg", "Uma Patel", "Victor Hugo", "Wanjiru Kamau", "Ximena Ruiz",
+    "Yusuf Demir", "Zoe Laurent", "Arjun Mehta", "Beatriz Costa", "Callum Reid", "Daria Sokolova",
+)  # fmt: skip
+PROJECTS = (
+    "Aster", "Basalt", "Cobalt", "Dunmore", "Emberly", "Fjord", "Garnet", "Harbor", "Iris",
+    "Juniper", "Kestrel", "Lumen", "Marlin", "Nimbus", "Onyx", "Pollux", "Quartz", "Raven",
+    "Sierra", "Tundra", "Umber", "Vesper", "Willow", "Xenon", "Yarrow", "Zephyr",
+)  # fmt: skip
+PLACES = (
+    "Lisbon", "Berlin", "Nairobi", "Osaka", "Toronto", "Santiago", "Oslo", "Mumbai", "Dublin",
+    "Austin", "Kraków", "Seoul", "Cape Town", "Melbourne", "Reykjavik", "Porto",
+)  # fmt: skip
+TOOLS = (
+    "PostgreSQL", "MySQL", "Redis", "Kafka", "Kubernetes", "Terraform", "GitHub Actions",
+    "Jenkins", "Grafana", "Prometheus", "Sentry", "Datadog", "Airflow", "Spark", "Snowflake",
+    "BigQuery", "React", "Django", "FastAPI", "Rust", "Go", "TypeScript", "Elasticsearch",
+    "RabbitMQ", "Nginx", "Vault", "Docker", "Helm", "ArgoCD", "dbt",
+)  # fmt: skip
+TOPICS = (
+    "latency", "budget", "roadmap", "migration", "outage", "onboarding", "pricing", "security",
+    "compliance", "hiring", "release", "retrospective", "benchmark", "backlog", "contract",
+    "invoice", "architecture", "schema", "deadline", "incident", "postmortem", "rollout",
+    "deployment", "caching", "indexing", "replication", "backup", "monitoring", "alerting",
+    "throughput", "capacity", "feedback", "design", "prototype", "accessibility", "localization",
+    "documentation", "testing", "refactoring", "dependency", "license", "audit", "vendor",
+    "partnership", "workshop", "conference", "training", "mentoring", "recruiting", "offsite",
+)  # fmt: skip
+HOBBIES = (
+    "climbing", "sourdough baking", "chess", "cycling", "astronomy", "pottery", "running",
+    "birdwatching", "jazz piano", "gardening", "sailing", "photography", "woodworking", "yoga",
+)  # fmt: skip
+ADJECTIVES = (
+    "slow", "critical", "unexpected", "minor", "urgent", "expensive", "stable", "flaky",
+    "promising", "blocked", "overdue", "successful", "noisy", "risky", "quiet", "major",
+)  # fmt: skip
+FOODS = ("ramen", "tacos", "falafel", "sushi", "pho", "risotto", "dumplings", "curry")
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
+
+TEMPLATES: tuple[tuple[str, str, str], ...] = (
+    # (template, node_type, scope)
+    ("{project} moved its {topic} pipeline from {tool} to {tool2} after a {adj} {topic2} review", "event", "project"),
+    ("{person} leads the {project} {topic} work and reports to {person2}", "fact", "project"),
+    ("The {project} team decided to use {tool} for {topic}", "decision", "project"),
+    ("{project} runs in the {place} region; {topic} numbers look {adj}", "fact", "project"),
+    ("Meeting with {person} about {project} {topic}: next step is a {topic2} plan by {weekday}", "note", "project"),
+    ("{person} prefers {tool} over {tool2} for {topic}", "preference", "organisation"),
+    ("Company policy: every {topic} change needs sign-off from {person}", "instruction", "organisation"),
+    ("The {place} office hosts the {topic} {topic2} workshop on {weekday}", "event", "organisation"),
+    ("I started {hobby} with {person} in {place}", "event", "personal"),
+    ("My favourite lunch near the {place} office is {food}", "preference", "personal"),
+    ("I keep forgetting the {topic} password for {tool}", "note", "personal"),
+    ("Remind {person} about the {project} {topic} {adj} issue", "task", "personal"),
+    ("The agent summarised {project} {topic}: {adj} {topic2}, owner {person}", "summary", "agent"),
+    ("{tool} alerts for {project} were {adj} during the {topic} rollout in {place}", "event", "agent"),
+    ("{person} said the {project} {topic} estimate is {n} days, assuming {tool} stays", "note", "project"),
+    ("Invoice {n} from the {tool} vendor covers {project} {topic} in {place}", "fact", "organisation"),
+)  # fmt: skip
+
+QUERY_TEMPLATES: tuple[str, ...] = (
+    "Which database does {project} use?",
+    "Who leads the {project} {topic} work?",
+    "what did {person} say about {topic}",
+    "What is the current {topic} plan for {project}?",
+    "Where does {project} run?",
+    "What does {person} prefer for {topic}?",
+    "{project} {topic} {tool}",
+    "when is the {topic} workshop in {place}",
+    "tell me about my {hobby}",
+    "latest {adj} incident with {tool}",
+    "what are my open tasks about {project}",
+    "{person} {project}",
+)
+
+
+def _fill(rng: random.Random, template: str) -> str:
+    people = rng.sample(PEOPLE, 2)
+    tools = rng.sample(TOOLS, 2)
+    topics = rng.sample(TOPICS, 2)
+    return template.format(
+        person=people[0],
+        person2=people[1],
+        project=rng.choice(PROJECTS),
+        tool=tools[0],
+        tool2=tools[1],
+        topic=topics[0],
+        topic2=topics[1],
+        place=rng.choice(PLACES),
+        hobby=rng.choice(HOBBIES),
+        adj=rng.choice(ADJECTIVES),
+        food=rng.choice(FOODS),
+        weekday=rng.choice(WEEKDAYS),
+        n=rng.randint(2, 9999),
+    )
+
+
+def memories(count: int, seed: int = SEED) -> list[dict[str, Any]]:
+    """``count`` generated memories (text, node type, scope, event time), deterministic."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        template, node_type, scope = rng.choice(TEMPLATES)
+        item: dict[str, Any] = {
+            "content": _fill(rng, template),
+            "node_type": node_type,
+            "scope": scope,
+            "event_time": NOW - timedelta(days=rng.randint(0, 720), minutes=rng.randint(0, 1439)),
+        }
+        if rng.random() < 0.002:
+            item["pinned"] = True
+        out.append(item)
+    return out
+
+
+def queries(count: int, seed: int = SEED + 1) -> list[str]:
+    rng = random.Random(seed)
+    return [_fill(rng, rng.choice(QUERY_TEMPLATES)) for _ in range(count)]
+
+
+# ------------------------------------------------------------------------ measuring
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return round(ordered[index], 3)
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": _pct(values, 50),
+        "p95": _pct(values, 95),
+        "mean": round(statistics.fmean(values), 3) if values else 0.0,
+    }
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _config(provider: str) -> PRMEConfig:
+    return PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider=provider))
+
+
+def _retrieve_series(
+    client: MemoryClient, asked: list[str], weights: ScoringWeights
+) -> dict[str, Any]:
+    wall: list[float] = []
+    cpu: list[float] = []
+    timings: dict[str, list[float]] = {}
+    generated: dict[str, list[int]] = {}
+    persisted = 0
+    for i, query in enumerate(asked):
+        started, cpu_started = time.perf_counter(), time.process_time()
+        response = client.retrieve(query, user_id=OWNER, weights=weights, reference_time=NOW)
+        elapsed = (time.perf_counter() - started) * 1000
+        cpu_elapsed = (time.process_time() - cpu_started) * 1000
+        if i < WARMUP:
+            continue
+        meta = response.metadata
+        persisted += meta.receipt_persisted
+        wall.append(elapsed)
+        cpu.append(cpu_elapsed)
+        for key, value in meta.timing_ms.items():
+            timings.setdefault(key, []).append(value)
+        timings.setdefault("wall_excluding_embed", []).append(
+            elapsed - meta.timing_ms.get("embed_query", 0.0)
+        )
+        for key, value in meta.candidates_generated.items():
+            generated.setdefault(key, []).append(value)
+        generated.setdefault("filtered", []).append(meta.candidates_filtered)
+        generated.setdefault("included", []).append(meta.candidates_included)
+    return {
+        "queries": len(wall),
+        "receipts_persisted": persisted,
+        "wall_ms": _summary(wall),
+        "process_cpu_ms": _summary(cpu),
+        "timing_ms": {key: _summary(values) for key, values in sorted(timings.items())},
+        "candidates_p50": {k: int(statistics.median(v)) for k, v in sorted(generated.items())},
+    }
+
+
+def _receipt_bytes(pack: Path) -> dict[str, float]:
+    conn = sqlite3.connect(pack / DB_FILE)
+    sizes = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT length(CAST(payload AS BLOB)) FROM oplog WHERE op_type = 'retrieval_receipt'"
+        )
+    ]
+    conn.close()
+    return {"p50": _pct([float(s) for s in sizes], 50), "max": float(max(sizes, default=0))}
+
+
+def run_one(size: int, provider: str, profile: int = 0) -> dict[str, Any]:
+    """One configuration in this process: fill a fresh pack, time stores and retrievals."""
+    singles = min(1000 if provider == "hash" else 300, size // 2)
+    generated = memories(size)
+    asked = queries(WARMUP + QUERIES)
+    result: dict[str, Any] = {"size": size, "embedder": provider}
+    with tempfile.TemporaryDirectory() as tmp:
+        pack = Path(tmp) / "pack"
+        with MemoryClient(pack, config=_config(provider)) as client:
+            bulk = generated[: size - singles]
+            started, cpu_started = time.perf_counter(), time.process_time()
+            for start in range(0, len(bulk), BATCH):
+                client.store_many(bulk[start : start + BATCH], user_id=OWNER)
+            elapsed = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started
+            result["store_many"] = {
+                "memories": len(bulk),
+                "batch": BATCH,
+                "per_second": round(len(bulk) / elapsed, 1),
+                "per_process_cpu_second": round(len(bulk) / cpu, 1),
+            }
+            started, cpu_started = time.perf_counter(), time.process_time()
+            for item in generated[size - singles :]:
+                fields = dict(item)
+                client.store(fields.pop("content"), user_id=OWNER, **fields)
+            elapsed = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started
+            result["store"] = {
+                "memories": singles,
+                "per_second": round(singles / elapsed, 1),
+                "ms_each": round(elapsed / singles * 1000, 3),
+                "per_process_cpu_second": round(singles / cpu, 1),
+            }
+            # the first retrieval loads the owner's column index from the pack
+            started = time.perf_counter()
+            client.retrieve(asked[0], user_id=OWNER, reference_time=NOW)
+            result["first_retrieve_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            if profile:
+                return _profile(client, asked, profile, result)
+            result["retrieve"] = {
+                "weighted": _retrieve_series(client, asked, ScoringWeights()),
+                "rrf": _retrieve_series(client, asked, product_default_scoring()),
+            }
+            result["receipt_bytes"] = _receipt_bytes(pack)
+        result["pack_bytes"] = _dir_bytes(pack)
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return result
+
+
+def _profile(
+    client: MemoryClient, asked: list[str], count: int, result: dict[str, Any]
+) -> dict[str, Any]:
+    for query in asked[:WARMUP]:
+        client.retrieve(query, user_id=OWNER, reference_time=NOW)
+    reports: dict[str, Any] = {}
+    for name, weights in (("weighted", ScoringWeights()), ("rrf", product_default_scoring())):
+        profiler = cProfile.Profile()
+        chosen = (asked * (count // len(asked) + 1))[:count]
+        started = time.perf_counter()
+        profiler.enable()
+        for query in chosen:
+            client.retrieve(query, user_id=OWNER, weights=weights, reference_time=NOW)
+        profiler.disable()
+        per_query = (time.perf_counter() - started) * 1000 / count
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("cumulative").print_stats(35)
+        stats.sort_stats("tottime").print_stats(25)
+        reports[name] = {"ms_per_query_under_profiler": round(per_query, 3), "text": out.getvalue()}
+    result["profile"] = reports
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated pack sizes")
+    parser.add_argument(
+        "--minilm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run once with the default MiniLM embedder at 10k (or the largest size)",
+    )
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--profile", type=int, default=0, help="cProfile N retrievals instead")
+    parser.add_argument("--worker", nargs=2, metavar=("SIZE", "PROVIDER"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        size, provider = int(args.worker[0]), args.worker[1]
+        print(json.dumps(run_one(size, provider, args.profile)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    plan = [(size, "hash") for size in sizes]
+    if args.minilm:
+        plan.append((10_000 if 10_000 in sizes or not sizes else max(sizes), "minilm"))
+    runs = []
+    load_before = os.getloadavg()
+    for size, provider in plan:
+        command = [sys.executable, __file__, "--worker", str(size), provider]
+        if args.profile:
+            command += ["--profile", str(args.profile)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr)
+            raise SystemExit(f"benchmark worker {size}/{provider} failed")
+        run = json.loads(done.stdout)
+        if args.profile:
+            for name, report in run.pop("profile").items():
+                sys.stderr.write(f"\n===== {size} {provider} {name} =====\n{report['text']}")
+                run[f"profile_{name}_ms_per_query"] = report["ms_per_query_under_profiler"]
+        runs.append(run)
+        sys.stderr.write(f"done: {size} {provider}\n")
+    document = {
+        "benchmark": "engine",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_1m": {
+            "before": round(load_before[0], 2),
+            "after": round(os.getloadavg()[0], 2),
+        },
+        "seed": SEED,
+        "owner_memories": "all memories belong to one owner",
+        "runs": runs,
+    }
+    text = json.dumps(document, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Learning-gate timings; prints one JSON document.
+
+Gate 1 (``evaluate_learning``): a synthetic workload where one "judgment" is one relevance
+record on its own retrieval receipt (10 returned candidates, 4 of them labelled: the two with
+the highest confidence relevant, the other two not). Five requests share each query, so n
+judgments form n/5 query groups. The pure function is timed on in-memory models, then the
+engine path (read judgments + receipts from a pack, gate, attest, persist) at the smaller sizes.
+
+    python bench/learning.py                       # 1k, 10k, 100k pure; 1k, 10k engine
+    python bench/learning.py --sizes 1000 --engine-sizes 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prme import MemoryClient, PRMEConfig, ScoringWeights
+from prme.config import EmbeddingConfig
+from prme.learning.gate1 import evaluate_learning, fit_multipliers, observe
+from prme.learning.stats import percentile_bootstrap_interval
+from prme.models.learning import LearningConfig
+from prme.models.receipt import (
+    PackIdentity,
+    PackingConfig,
+    ReceiptCandidate,
+    RetrievalExecution,
+    RetrievalReceipt,
+)
+from prme.models.relevance import RelevanceRecord, RelevanceSubmission
+from prme.models.trace import ScoreTrace
+from prme.retrieval.scoring import ranking_key, weighted_score
+from prme.services.receipts import persist_receipt
+
+Section = Callable[[argparse.Namespace], dict[str, Any]]
+SECTIONS: dict[str, Section] = {}
+
+
+def _seconds(action: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = action()
+    return round(time.perf_counter() - started, 4), result
+
+
+# ---- gate 1 ----
+CLOCK = datetime(2026, 9, 12, tzinfo=UTC)
+WEIGHTS = ScoringWeights()
+OWNER = "bench"
+REQUESTS_PER_QUERY = 5
+CANDIDATES = 10
+POOL = 5000
+
+
+def _candidate_pool(rng: random.Random) -> list[ReceiptCandidate]:
+    pool = []
+    for _ in range(POOL):
+        features = {
+            "semantic_similarity": rng.random(),
+            "lexical_relevance": rng.random(),
+            "graph_proximity": rng.choice([0.0, 0.4, 0.7, 1.0]),
+            "recency_factor": rng.random(),
+            "salience": rng.random(),
+            "confidence": rng.random(),
+            "epistemic_weight": 0.9,
+            "node_type_boost": 1.15,
+            "path_score": rng.choice([1 / 3, 2 / 3, 1.0]),
+        }
+        score = weighted_score(ScoreTrace(**features, composite_score=0.0), WEIGHTS)
+        pool.append(
+            ReceiptCandidate(
+                node_id=uuid.UUID(int=rng.getrandbits(128)),
+                scope="project",
+                node_type="fact",
+                content_sha256=f"{rng.getrandbits(256):064x}",
+                paths=("LEXICAL", "VECTOR"),
+                score=score,
+                trace=ScoreTrace(**features, composite_score=score),
+                token_cost=12,
+                in_context=True,
+                has_content=True,
+            )
+        )
+    return pool
+
+
+def synthetic_gate1(
+    judgments: int, seed: int = 7
+) -> tuple[list[RetrievalReceipt], list[RelevanceRecord]]:
+    """``judgments`` records, each on its own receipt; confidence predicts relevance."""
+    rng = random.Random(seed)
+    pool = _candidate_pool(rng)
+    queries = max(1, judgments // REQUESTS_PER_QUERY)
+    execution = RetrievalExecution(
+        inputs={"ranking_multipliers": None}, outcomes={}, features={"feature_schema": 1}
+    )
+    receipts, records = [], []
+    for i in range(judgments):
+        returned = sorted(
+            rng.sample(pool, CANDIDATES),
+            key=lambda c: ranking_key(c.score, c.trace.path_score, c.node_id),
+        )
+        receipt = RetrievalReceipt(
+            request_id=uuid.UUID(int=rng.getrandbits(128)),
+            user_id=OWNER,
+            query=f"question number {i % queries}",
+            reference_time=CLOCK,
+            scopes=("project",),
+            retrieval_mode="default",
+            min_score=None,
+            result_limit=CANDIDATES,
+            time_from=None,
+            time_to=None,
+            scoring=WEIGHTS,
+            weights=WEIGHTS,
+            ranking_multipliers=None,
+            packing=PackingConfig(),
+            context_sha256=f"{rng.getrandbits(256):064x}",
+            pack=PackIdentity(pack_id="bench", write_seq=1),
+            execution=execution,
+            candidates=tuple(returned),
+        )
+        judged = sorted(rng.sample(returned, 4), key=lambda c: -c.trace.confidence)
+        records.append(
+            RelevanceRecord(
+                feedback_id=uuid.UUID(int=rng.getrandbits(128)),
+                request_id=receipt.request_id,
+                labels={c.node_id: rank < 2 for rank, c in enumerate(judged)},
+                surface="results",
+                method="structured_evaluation",
+                user_id=OWNER,
+                recorded_at=CLOCK,
+                receipt_checksum=receipt.checksum,
+            )
+        )
+        receipts.append(receipt)
+    return receipts, records
+
+
+def _pure(judgments: int) -> dict[str, Any]:
+    build_s, (receipts, records) = _seconds(lambda: synthetic_gate1(judgments))
+    total_s, report = _seconds(
+        lambda: evaluate_learning(receipts, records, user_id=OWNER, scopes=["project"])
+    )
+    # Where the time goes: hashing every receipt's canonical JSON (binds the evidence), the
+    # bit-compatible percentile bootstrap, and the fit itself (vectorized loss + descent).
+    hashing_s, _ = _seconds(lambda: [r.checksum for r in receipts])
+    config = LearningConfig()
+    diffs = [q.ndcg_diff for q in report.queries if q.split == "validation"]
+    bootstrap_s, _ = _seconds(
+        lambda: (
+            diffs
+            and percentile_bootstrap_interval(
+                diffs, samples=config.bootstrap_samples, seed=config.seed
+            )
+        )
+    )
+    observations = observe(receipts, records, user_id=OWNER, scopes=["project"])
+    fit_s, _ = _seconds(lambda: report.queries and fit_multipliers(observations))
+    return {
+        "judgments": judgments,
+        "query_groups": len(observations.groups),
+        "validation_groups": report.coverage["validation_queries"],
+        "explicit_pairs": report.coverage["explicit_pairs"],
+        "decision": report.decision,
+        "build_inputs_s": build_s,
+        "evaluate_learning_s": total_s,
+        "of_which_receipt_checksums_s": hashing_s,
+        "of_which_bootstrap_s": bootstrap_s,
+        "of_which_fit_s": fit_s,
+    }
+
+
+def _engine(judgments: int) -> dict[str, Any]:
+    receipts, records = synthetic_gate1(judgments)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = PRMEConfig(scoring=WEIGHTS, embedding=EmbeddingConfig(provider="hash"))
+        with MemoryClient(Path(tmp) / "pack", config=config) as client:
+
+            def load() -> None:
+                for receipt in receipts:
+                    persist_receipt(client.engine, receipt)
+                for record in records:
+                    submission = RelevanceSubmission(
+                        feedback_id=record.feedback_id,
+                        request_id=record.request_id,
+                        labels=record.labels,
+                        method=record.method,
+                    )
+                    client.record_relevance(submission, user_id=OWNER)
+
+            load_s, _ = _seconds(load)
+            total_s, report = _seconds(
+                lambda: client.evaluate_learning(
+                    user_id=OWNER, scopes=["project"], max_records=100_000
+                )
+            )
+    return {
+        "judgments": judgments,
+        "decision": report.decision,
+        "record_relevance_each_ms": round(1000 * load_s / judgments, 3),
+        "evaluate_learning_s": total_s,
+    }
+
+
+def bench_gate1(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "workload": (
+            f"one record per receipt, {CANDIDATES} candidates, 4 labels (2 relevant by "
+            f"confidence), {REQUESTS_PER_QUERY} requests per query group"
+        ),
+        "pure": [_pure(n) for n in args.sizes],
+        "engine": [_engine(n) for n in args.engine_sizes],
+    }
+
+
+SECTIONS["gate1"] = bench_gate1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--engine-sizes", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--only", choices=sorted(SECTIONS), nargs="+", default=None)
+    args = parser.parse_args()
+    out: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine()}
+    for name, section in SECTIONS.items():
+        if args.only is None or name in args.only:
+            out[name] = section(args)
+    print(json.dumps(out, indent=2))
+
+
+# ---- gate 2 ----
+# The gate-2 section goes here: define its benchmark (taking the argparse namespace, returning
+# a JSON-able dict) and register it with SECTIONS["gate2"] = bench_gate2. Keep the __main__
+# guard below as the last lines of the file.
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""The FastAPI app over one MemoryClient: routes, the body-size limit and the error mapping.
+
+Errors are rendered in one place through ``prme.errors.http_status_for`` and
+``public_message``: not found 404, stale pointer 409, invalid input 422 (the message names the
+field), owner mismatch 403, missing or wrong key 401, anything unexpected 500 with no internals.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from prme.client import MemoryClient
+from prme.config import APIConfig
+from prme.errors import PRMEError, http_status_for, public_message
+from prme.http import learning_routes, routes
+from prme.http.auth import KeyRing
+
+log = logging.getLogger("prme.http")
+
+
+def _error_response(request: Request, exc: Exception) -> JSONResponse:
+    status = http_status_for(exc)
+    if status >= 500:
+        log.error(
+            "unhandled %s on %s %s",
+            type(exc).__name__,
+            request.method,
+            request.url.path,
+            exc_info=exc,
+        )
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"detail": public_message(exc)}, status_code=status, headers=headers)
+
+
+async def _handle_error(request: Request, exc: Exception) -> JSONResponse:
+    return _error_response(request, exc)
+
+
+class BodySizeLimit:
+    """Refuses request bodies over ``max_bytes`` with 413, by Content-Length and by the bytes
+    actually streamed (the body is buffered, then replayed to the app)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await self._refuse(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([body], receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        response = JSONResponse(
+            {"detail": f"Request body exceeds {self.max_bytes} bytes (api.max_body_bytes)"},
+            status_code=413,
+        )
+        await response({"type": "http"}, _no_receive, send)
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
+
+
+async def _no_receive() -> Message:  # pragma: no cover - a response never reads the request
+    return {"type": "http.disconnect"}
+
+
+def create_app(client: MemoryClient, config: APIConfig | None = None) -> FastAPI:
+    """The HTTP API over ``client`` (OpenAPI at ``/openapi.json``, docs at ``/docs``).
+
+    Args:
+        client: an open MemoryClient; routes call its public methods from FastAPI's threadpool.
+        config: API settings (user keys, body limit); defaults to ``client.config.api``.
+
+    Raises:
+        InvalidInputError: ``api.user_keys`` has an empty or shared key.
+    """
+    api = config or client.config.api
+    app = FastAPI(
+        title="prme",
+        summary="Local-first memory with safely learned ranking",
+        version="1",
+    )
+    app.state.client = client
+    app.state.keys = KeyRing(api.user_keys)
+    app.include_router(routes.router)
+    app.include_router(learning_routes.router)
+    for error in (PRMEError, ValueError, PermissionError, Exception):
+        app.add_exception_handler(error, _handle_error)
+    app.add_middleware(BodySizeLimit, max_bytes=api.max_body_bytes)
+    return app

@@ -1,0 +1,94 @@
+"""Memory routes: health, store, retrieve, receipts and relevance judgments.
+
+Each route parses its input, binds the owner, calls one public ``MemoryClient`` method and
+renders the engine's model. Errors are mapped once, in ``prme.http.app``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from uuid import UUID
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from prme.http.auth import Auth
+from prme.http.render import Client, found, render
+from prme.http.schemas import RelevanceRequest, RetrieveRequest, StoreRequest
+from prme.models.memory import StoreReceipt
+from prme.models.receipt import RetrievalReceipt
+from prme.models.relevance import RelevanceRecord
+from prme.models.retrieval import RetrievalResponse
+
+router = APIRouter(prefix="/v1")
+
+
+def _version() -> str:
+    try:
+        return version("prme")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+@router.get("/health", tags=["service"])
+def health(client: Client) -> JSONResponse:
+    """Liveness without a credential: 200 while the pack is open, 503 once it is closed."""
+    try:
+        fusion = client.engine.config.scoring.fusion
+    except RuntimeError:
+        return JSONResponse({"status": "unavailable"}, status_code=503)
+    return render({"status": "ok", "version": _version(), "fusion": fusion})
+
+
+@router.post("/store", response_model=StoreReceipt, tags=["memories"])
+def store(body: StoreRequest, identity: Auth, client: Client) -> JSONResponse:
+    """Store one memory → ``{event_id, node_id, processing_status}``."""
+    owner = identity.owner(body.user_id)
+    return render(client.store_with_receipt(body.content, user_id=owner, **body.fields("content")))
+
+
+@router.post("/retrieve", response_model=RetrievalResponse, tags=["retrieval"])
+def retrieve(body: RetrieveRequest, identity: Auth, client: Client) -> JSONResponse:
+    """Hybrid retrieval; the response's ``metadata.request_id`` names the saved receipt."""
+    owner = identity.owner(body.user_id)
+    return render(client.retrieve(body.query, user_id=owner, **body.fields("query")))
+
+
+@router.get("/retrievals/{request_id}", response_model=RetrievalReceipt, tags=["retrieval"])
+def get_retrieval_receipt(
+    request_id: UUID, identity: Auth, client: Client, user_id: str | None = None
+) -> JSONResponse:
+    """The owner's retrieval receipt (404 when missing or another owner's)."""
+    owner = identity.owner(user_id)
+    receipt = client.get_retrieval_receipt(request_id, user_id=owner)
+    return found(receipt, "Retrieval receipt", request_id)
+
+
+@router.post("/relevance", response_model=RelevanceRecord, tags=["relevance"])
+def record_relevance(body: RelevanceRequest, identity: Auth, client: Client) -> JSONResponse:
+    """Judge returned candidates of the owner's retrieval (404 without that receipt). An
+    identical retry with the same ``feedback_id`` returns the original record."""
+    owner = identity.owner(body.user_id)
+    return render(client.record_relevance(body.submission(), user_id=owner))
+
+
+@router.get("/relevance", response_model=list[RelevanceRecord], tags=["relevance"])
+def list_relevance(
+    identity: Auth,
+    client: Client,
+    user_id: str | None = None,
+    limit: int = 100,
+    after_id: UUID | None = None,
+) -> JSONResponse:
+    """The owner's judgments ordered by feedback id, paged with ``after_id``."""
+    owner = identity.owner(user_id)
+    return render(client.list_relevance(user_id=owner, limit=limit, after_id=after_id))
+
+
+@router.get("/relevance/{feedback_id}", response_model=RelevanceRecord, tags=["relevance"])
+def get_relevance(
+    feedback_id: UUID, identity: Auth, client: Client, user_id: str | None = None
+) -> JSONResponse:
+    """One of the owner's judgments (404 when missing or another owner's)."""
+    owner = identity.owner(user_id)
+    return found(client.get_relevance(feedback_id, user_id=owner), "Relevance record", feedback_id)

@@ -1,0 +1,142 @@
+"""Request bodies of the HTTP API. Extra fields are refused (422); the engine validates values.
+
+Each body mirrors the keyword arguments of one ``MemoryClient`` method plus an optional
+``user_id`` (required only when no credential binds the owner).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt
+
+from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
+from prme.models.holdout import (
+    FullRetrievalEvaluation,
+    FullRetrievalEvaluationConfig,
+    FullRetrievalTrial,
+)
+from prme.models.learning import LearningConfig, LearningEvaluation
+from prme.models.relevance import RelevanceSubmission, RelevanceSurface
+from prme.models.scoring import RankingMultipliers
+
+
+class Body(BaseModel):
+    """A request body: unknown fields are a 422, and values are not coerced across types."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user_id: str | None = None
+
+    def fields(self, *exclude: str) -> dict[str, Any]:
+        """The fields the caller sent (as Python values), minus ``user_id`` and ``exclude``."""
+        return {
+            name: getattr(self, name)
+            for name in self.model_fields_set
+            if name not in {"user_id", *exclude}
+        }
+
+
+class StoreRequest(Body):
+    """``POST /v1/store`` → ``MemoryClient.store_with_receipt``."""
+
+    content: str
+    scope: Scope | None = None
+    node_type: NodeType | None = None
+    session_id: str | None = None
+    role: str | None = None
+    metadata: dict[str, Any] | None = None
+    confidence: StrictFloat | None = None
+    salience: StrictFloat | None = None
+    epistemic_type: EpistemicType | None = None
+    source_type: SourceType | None = None
+    event_time: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    pinned: StrictBool | None = None
+    ttl_days: StrictInt | None = None
+
+
+class RetrieveRequest(Body):
+    """``POST /v1/retrieve`` → ``MemoryClient.retrieve`` (no ``weights``: base scoring is the
+    server's configuration)."""
+
+    query: str
+    scope: Scope | list[Scope] | None = None
+    time_from: datetime | None = None
+    time_to: datetime | None = None
+    reference_time: datetime | None = None
+    knowledge_at: datetime | None = None
+    event_time_from: datetime | None = None
+    event_time_to: datetime | None = None
+    token_budget: StrictInt | None = None
+    min_score: StrictFloat | None = None
+    limit: StrictInt | None = None
+    max_per_source: StrictInt | None = None
+    max_per_evidence: StrictInt | None = None
+    exclude_node_types: list[NodeType] | None = None
+    source_types: list[SourceType] | None = None
+    ranking_multipliers: RankingMultipliers | None = None
+    retrieval_mode: RetrievalMode = RetrievalMode.DEFAULT
+    include_cross_scope: StrictBool = True
+
+
+class RelevanceRequest(Body, RelevanceSubmission):
+    """``POST /v1/relevance`` → ``MemoryClient.record_relevance``: a RelevanceSubmission plus
+    ``user_id``."""
+
+    def submission(self) -> RelevanceSubmission:
+        return RelevanceSubmission.model_validate(self.model_dump(exclude={"user_id"}))
+
+
+class LearningEvaluationRequest(Body):
+    """``POST /v1/learning/evaluate`` → ``MemoryClient.evaluate_learning`` (gate 1)."""
+
+    scopes: list[Scope] | None = None
+    surface: RelevanceSurface = "results"
+    config: LearningConfig | None = None
+    query_groups: dict[UUID, str] | None = None
+    max_records: StrictInt = 10_000
+
+
+class FullRetrievalEvaluationRequest(Body):
+    """``POST /v1/learning/evaluate-full-retrieval`` → ``MemoryClient.evaluate_full_retrieval``
+    (gate 2). ``scopes`` null is the unfiltered scope set."""
+
+    scopes: list[Scope] | None = None
+    proposal_input_checksum: str
+    memory_artifact_sha256: str
+    candidate_multipliers: RankingMultipliers
+    baseline_multipliers: RankingMultipliers | None = None
+    config: FullRetrievalEvaluationConfig | None = None
+    trials: list[FullRetrievalTrial]
+
+
+class RankingProfileCreateRequest(Body):
+    """``POST /v1/learning/profiles`` → ``MemoryClient.create_ranking_profile``: both complete
+    reports, exactly as the gates returned them."""
+
+    proposal: LearningEvaluation
+    holdout: FullRetrievalEvaluation
+    profile_id: UUID | None = None
+    baseline_profile_id: UUID | None = None
+
+
+class RankingProfileChangeRequest(Body):
+    """``POST /v1/learning/profiles/{profile_id}/activate``; ``{}`` is a valid body."""
+
+    change_id: UUID | None = None
+
+
+class RankingProfileScopeChangeRequest(RankingProfileChangeRequest):
+    """``POST /v1/learning/profiles/deactivate``: the pointer of ``scopes`` (null: unfiltered)."""
+
+    scopes: list[Scope] | None = None
+
+
+class RankingProfileRollbackRequest(RankingProfileScopeChangeRequest):
+    """``POST /v1/learning/profiles/rollback``; ``profile_id`` null rolls back to base scoring."""
+
+    profile_id: UUID | None = None

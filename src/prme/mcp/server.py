@@ -1,0 +1,561 @@
+"""The MCP server: every memory and learning operation as a tool, over stdio or streamable HTTP.
+
+Each tool binds the owner, calls one public :class:`~prme.client.MemoryClient` method and
+returns its result as JSON text (``model_dump(mode="json")``, or ``null``). Expected errors become
+tool errors (``isError: true``) carrying :func:`prme.errors.public_message`; anything else is
+reported by the SDK as ``Error executing tool <name>`` and logged server-side with its traceback.
+
+Owner binding: over stdio the owner is fixed by configuration (``PRME_MCP__USER_ID`` or
+``--user-id``). Over HTTP each bearer key in ``PRME_MCP__USER_KEYS`` binds its user; without keys
+the configured ``user_id`` (if any) binds, and the server only listens on loopback. A ``user_id``
+argument naming anyone else is refused; with nobody bound, ``user_id`` is required.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import socket
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal, cast
+from uuid import UUID, uuid4
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+
+from prme.canonical import canonical_json
+from prme.client import MemoryClient
+from prme.config import MCPConfig, PRMEConfig
+from prme.errors import http_status_for, public_message
+from prme.http.auth import Identity, KeyRing
+from prme.models.base import Sha256Hex
+from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
+from prme.models.holdout import (
+    FullRetrievalEvaluation,
+    FullRetrievalEvaluationConfig,
+    FullRetrievalTrial,
+)
+from prme.models.learning import LearningConfig, LearningEvaluation
+from prme.models.scoring import RankingMultipliers
+
+Transport = Literal["stdio", "http"]
+IDENTITY_REQUIRED = "Authenticated MCP identity required"
+LOOPBACK_NAMES = frozenset({"localhost"})
+LOOPBACK_ONLY = "without PRME_MCP__USER_KEYS the HTTP transport only listens on loopback"
+
+UserId = Annotated[
+    str | None,
+    Field(description="The owner; omit it when the server binds the owner (stdio or bearer key)."),
+]
+Scopes = Annotated[
+    list[Scope] | None,
+    Field(description="The exact scope set (a non-empty list); omit for the unfiltered set."),
+]
+Limit = Annotated[StrictInt, Field(description="Page size, 1 to 1000.")]
+OptionalInt = StrictInt | None
+
+
+class _Owner:
+    """Resolves the owner of the current call from the transport's binding."""
+
+    def __init__(self, fixed: str | None, keys: KeyRing | None) -> None:
+        self.fixed = fixed
+        self.keys = keys
+
+    def __call__(self, requested: str | None) -> str:
+        if self.keys is not None and self.keys.enabled:
+            token = get_access_token()
+            if token is None:
+                raise PermissionError(IDENTITY_REQUIRED)
+            return Identity(token.client_id).owner(requested)
+        return Identity(self.fixed).owner(requested)
+
+
+class _KeyVerifier:
+    """The SDK's token-verifier hook over the configured per-user keys (constant-time compare)."""
+
+    def __init__(self, keys: KeyRing) -> None:
+        self.keys = keys
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        user_id = self.keys.match(token)
+        if user_id is None:
+            return None
+        return AccessToken(token=token, client_id=user_id, scopes=[])
+
+
+@contextmanager
+def _tool_errors() -> Iterator[None]:
+    """Expected errors become tool errors with their public message; others stay crashes."""
+    try:
+        yield
+    except Exception as exc:
+        if http_status_for(exc) < 500:
+            raise ToolError(public_message(exc)) from exc
+        raise
+
+
+def _json(value: Any) -> str:
+    """The JSON text of a model, a list of models, a dict or None (``null``)."""
+    if isinstance(value, list | tuple):
+        return canonical_json([_plain(item) for item in value])
+    return canonical_json(_plain(value))
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+class MemoryTools:
+    """The tool handlers: bind the owner, call one MemoryClient method, return JSON text."""
+
+    def __init__(self, client: MemoryClient, owner: Callable[[str | None], str]) -> None:
+        self.client = client
+        self.owner = owner
+
+    # ------------------------------------------------------------------- memories
+    def memory_store(
+        self,
+        content: str,
+        user_id: UserId = None,
+        scope: Scope = Scope.PERSONAL,
+        node_type: NodeType = NodeType.NOTE,
+        session_id: str | None = None,
+        role: str = "user",
+        metadata: dict[str, Any] | None = None,
+        confidence: float | None = None,
+        epistemic_type: EpistemicType | None = None,
+        source_type: SourceType | None = None,
+        event_time: datetime | None = None,
+        valid_from: datetime | None = None,
+        valid_to: datetime | None = None,
+        salience: float | None = None,
+        pinned: StrictBool = False,
+        ttl_days: OptionalInt = None,
+    ) -> str:
+        """Store one memory for the owner and return {event_id, node_id, processing_status}; writes a new memory to the pack."""
+        with _tool_errors():
+            return _json(
+                self.client.store_with_receipt(
+                    content,
+                    user_id=self.owner(user_id),
+                    scope=scope,
+                    node_type=node_type,
+                    session_id=session_id,
+                    role=role,
+                    metadata=metadata,
+                    confidence=confidence,
+                    epistemic_type=epistemic_type,
+                    source_type=source_type,
+                    event_time=event_time,
+                    valid_from=valid_from,
+                    valid_to=valid_to,
+                    salience=salience,
+                    pinned=pinned,
+                    ttl_days=ttl_days,
+                )
+            )
+
+    # ------------------------------------------------------------------ retrieval
+    def memory_retrieve(
+        self,
+        query: str,
+        user_id: UserId = None,
+        scope: Scope | list[Scope] | None = None,
+        reference_time: datetime | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+        knowledge_at: datetime | None = None,
+        event_time_from: datetime | None = None,
+        event_time_to: datetime | None = None,
+        token_budget: OptionalInt = None,
+        min_score: float | None = None,
+        limit: OptionalInt = None,
+        max_per_source: OptionalInt = None,
+        max_per_evidence: OptionalInt = None,
+        exclude_node_types: list[NodeType] | None = None,
+        source_types: list[SourceType] | None = None,
+        ranking_multipliers: RankingMultipliers | None = None,
+        mode: RetrievalMode = RetrievalMode.DEFAULT,
+        include_cross_scope: StrictBool = True,
+    ) -> str:
+        """Retrieve the owner's memories ranked for a query with the active ranking profile; appends a retrieval receipt and changes no memory."""
+        with _tool_errors():
+            return _json(
+                self.client.retrieve(
+                    query,
+                    user_id=self.owner(user_id),
+                    scope=scope,
+                    reference_time=reference_time,
+                    time_from=time_from,
+                    time_to=time_to,
+                    knowledge_at=knowledge_at,
+                    event_time_from=event_time_from,
+                    event_time_to=event_time_to,
+                    token_budget=token_budget,
+                    min_score=min_score,
+                    limit=limit,
+                    max_per_source=max_per_source,
+                    max_per_evidence=max_per_evidence,
+                    exclude_node_types=exclude_node_types,
+                    source_types=source_types,
+                    ranking_multipliers=ranking_multipliers,
+                    retrieval_mode=mode,
+                    include_cross_scope=include_cross_scope,
+                )
+            )
+
+    def memory_get_retrieval_receipt(self, request_id: UUID, user_id: UserId = None) -> str:
+        """Return the owner's saved retrieval receipt for request_id, or null; changes nothing."""
+        with _tool_errors():
+            return _json(self.client.get_retrieval_receipt(request_id, user_id=self.owner(user_id)))
+
+    # ----------------------------------------------------------- relevance judgments
+    def memory_record_relevance(
+        self,
+        request_id: UUID,
+        labels: Annotated[
+            dict[str, StrictBool],
+            Field(description="Node id of a returned candidate → true (relevant) or false."),
+        ],
+        feedback_id: Annotated[
+            UUID,
+            Field(
+                default_factory=uuid4,
+                description="Reuse only to retry the same write (idempotent); new by default.",
+            ),
+        ],
+        surface: Literal["results", "context"] = "results",
+        method: Literal["explicit_user", "structured_evaluation"] = "explicit_user",
+        user_id: UserId = None,
+    ) -> str:
+        """Record explicit relevance labels on candidates of one of the owner's saved retrievals; appends one judgment (an identical retry returns the original)."""
+        with _tool_errors():
+            submission = {
+                "feedback_id": feedback_id,
+                "request_id": request_id,
+                "labels": labels,  # keys are parsed, and duplicate spellings refused, by the model
+                "surface": surface,
+                "method": method,
+            }
+            return _json(self.client.record_relevance(submission, user_id=self.owner(user_id)))
+
+    def memory_get_relevance(self, feedback_id: UUID, user_id: UserId = None) -> str:
+        """Return the owner's relevance judgment with this feedback_id, or null; changes nothing."""
+        with _tool_errors():
+            return _json(self.client.get_relevance(feedback_id, user_id=self.owner(user_id)))
+
+    def memory_list_relevance(
+        self, user_id: UserId = None, limit: Limit = 100, after_id: UUID | None = None
+    ) -> str:
+        """List the owner's relevance judgments ordered by feedback_id (page with after_id); changes nothing."""
+        with _tool_errors():
+            return _json(
+                self.client.list_relevance(
+                    user_id=self.owner(user_id), limit=limit, after_id=after_id
+                )
+            )
+
+    # ------------------------------------------------------------- learning gate 1
+    def memory_evaluate_learning(
+        self,
+        user_id: UserId = None,
+        scopes: Scopes = None,
+        surface: Literal["results", "context"] = "results",
+        config: LearningConfig | None = None,
+        query_groups: Annotated[
+            dict[str, str] | None,
+            Field(description="Request id → group name, to merge paraphrased queries."),
+        ] = None,
+        max_records: StrictInt = 10_000,
+    ) -> str:
+        """Gate 1: fit ranking multipliers from the owner's judgments and validate them on held-out query groups; appends the attested report and changes no ranking."""
+        with _tool_errors():
+            return _json(
+                self.client.evaluate_learning(
+                    user_id=self.owner(user_id),
+                    scopes=scopes,
+                    surface=surface,
+                    config=config,
+                    query_groups=query_groups,
+                    max_records=max_records,
+                )
+            )
+
+    # ------------------------------------------------------------- learning gate 2
+    def memory_evaluate_full_retrieval(
+        self,
+        trials: list[FullRetrievalTrial],
+        proposal_input_checksum: Sha256Hex,
+        memory_artifact_sha256: Sha256Hex,
+        candidate_multipliers: RankingMultipliers,
+        user_id: UserId = None,
+        scopes: Scopes = None,
+        baseline_multipliers: RankingMultipliers | None = None,
+        config: FullRetrievalEvaluationConfig | None = None,
+    ) -> str:
+        """Gate 2: evaluate paired baseline/candidate retrievals of a fixed holdout against complete relevance; appends the attested report and changes no ranking."""
+        with _tool_errors():
+            return _json(
+                self.client.evaluate_full_retrieval(
+                    trials,
+                    user_id=self.owner(user_id),
+                    scopes=scopes,
+                    proposal_input_checksum=proposal_input_checksum,
+                    memory_artifact_sha256=memory_artifact_sha256,
+                    candidate_multipliers=candidate_multipliers,
+                    baseline_multipliers=baseline_multipliers,
+                    config=config,
+                )
+            )
+
+    # ------------------------------------------------- ranking profiles and the pointer
+    def memory_create_ranking_profile(
+        self,
+        proposal: Annotated[
+            LearningEvaluation, Field(description="The report of memory_evaluate_learning.")
+        ],
+        holdout: Annotated[
+            FullRetrievalEvaluation,
+            Field(description="The report of memory_evaluate_full_retrieval for that proposal."),
+        ],
+        user_id: UserId = None,
+        profile_id: UUID | None = None,
+        baseline_profile_id: UUID | None = None,
+    ) -> str:
+        """Create an immutable ranking profile from a passing proposal and a passing holdout; appends the profile and activates nothing."""
+        with _tool_errors():
+            return _json(
+                self.client.create_ranking_profile(
+                    proposal,
+                    holdout,
+                    user_id=self.owner(user_id),
+                    profile_id=profile_id,
+                    baseline_profile_id=baseline_profile_id,
+                )
+            )
+
+    def memory_get_ranking_profile(self, profile_id: UUID, user_id: UserId = None) -> str:
+        """Return {profile, active, latest_change} for the owner's profile, or null; changes nothing."""
+        with _tool_errors():
+            return _json(
+                self.client.get_ranking_profile_status(profile_id, user_id=self.owner(user_id))
+            )
+
+    def memory_list_ranking_profiles(
+        self, user_id: UserId = None, limit: Limit = 100, after_id: UUID | None = None
+    ) -> str:
+        """List the owner's ranking profiles with their evidence (page with after_id); changes nothing."""
+        with _tool_errors():
+            return _json(
+                self.client.list_ranking_profiles(
+                    user_id=self.owner(user_id), limit=limit, after_id=after_id
+                )
+            )
+
+    def memory_get_active_ranking_profile(
+        self, user_id: UserId = None, scopes: Scopes = None
+    ) -> str:
+        """Return the profile active for the exact scope set, or null; changes nothing."""
+        with _tool_errors():
+            return _json(
+                self.client.get_active_ranking_profile(user_id=self.owner(user_id), scopes=scopes)
+            )
+
+    def memory_list_ranking_profile_history(
+        self, user_id: UserId = None, scopes: Scopes = None, limit: Limit = 100
+    ) -> str:
+        """List the activation, deactivation and rollback transitions of the exact scope set, newest first; changes nothing."""
+        with _tool_errors():
+            return _json(
+                self.client.list_ranking_profile_history(
+                    user_id=self.owner(user_id), scopes=scopes, limit=limit
+                )
+            )
+
+    def memory_activate_ranking_profile(
+        self, profile_id: UUID, user_id: UserId = None, change_id: UUID | None = None
+    ) -> str:
+        """Activate a ranking profile for its owner and exact scope set; appends one transition that changes later retrievals."""
+        with _tool_errors():
+            return _json(
+                self.client.activate_ranking_profile(
+                    profile_id, user_id=self.owner(user_id), change_id=change_id
+                )
+            )
+
+    def memory_deactivate_ranking_profile(
+        self, user_id: UserId = None, scopes: Scopes = None, change_id: UUID | None = None
+    ) -> str:
+        """Return the exact scope set to base scoring; appends one transition (null and nothing written when no profile is active)."""
+        with _tool_errors():
+            return _json(
+                self.client.deactivate_ranking_profile(
+                    user_id=self.owner(user_id), scopes=scopes, change_id=change_id
+                )
+            )
+
+    def memory_rollback_ranking_profile(
+        self,
+        profile_id: Annotated[
+            UUID | None,
+            Field(description="A profile this scope set had active before; null = base scoring."),
+        ] = None,
+        user_id: UserId = None,
+        scopes: Scopes = None,
+        change_id: UUID | None = None,
+    ) -> str:
+        """Point the exact scope set back at a previously active profile or base scoring; appends one transition that changes later retrievals."""
+        with _tool_errors():
+            return _json(
+                self.client.rollback_ranking_profile(
+                    profile_id, user_id=self.owner(user_id), scopes=scopes, change_id=change_id
+                )
+            )
+
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+_ANNOTATIONS: dict[str, ToolAnnotations] = {
+    "memory_get_retrieval_receipt": READ_ONLY,
+    "memory_get_relevance": READ_ONLY,
+    "memory_list_relevance": READ_ONLY,
+    "memory_get_ranking_profile": READ_ONLY,
+    "memory_list_ranking_profiles": READ_ONLY,
+    "memory_get_active_ranking_profile": READ_ONLY,
+    "memory_list_ranking_profile_history": READ_ONLY,
+}
+
+
+def _strict_tool(fn: Callable[..., str]) -> Tool:
+    """A tool whose argument model forbids unknown arguments (a typo must not be ignored)."""
+    tool = Tool.from_function(
+        fn, structured_output=False, annotations=_ANNOTATIONS.get(fn.__name__)
+    )
+    base = tool.fn_metadata.arg_model
+    strict = cast(
+        "type[ArgModelBase]",
+        type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid")}),
+    )
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
+    return tool
+
+
+TOOL_NAMES: tuple[str, ...] = tuple(
+    name for name in vars(MemoryTools) if name.startswith("memory_")
+)
+
+
+def build_server(
+    client: MemoryClient,
+    config: MCPConfig,
+    *,
+    transport: Transport = "stdio",
+    issuer_url: str = "http://127.0.0.1",
+) -> MCPServer[Any]:
+    """Build the MCP server over ``client``.
+
+    Args:
+        client: the open pack every tool acts on.
+        config: ``user_id`` binds the owner (stdio, or HTTP without keys); ``user_keys`` are the
+            per-user bearer keys of the HTTP transport.
+        transport: ``stdio`` or ``http``; keys only apply to ``http``.
+        issuer_url: the server's own base URL (the SDK's auth settings require one).
+
+    Raises:
+        InvalidInputError: an empty or shared key in ``config.user_keys``.
+    """
+    keys = KeyRing(config.user_keys) if transport == "http" else None
+    tools = MemoryTools(client, _Owner(config.user_id, keys))
+    kwargs: dict[str, Any] = {}
+    if keys is not None and keys.enabled:
+        kwargs["token_verifier"] = _KeyVerifier(keys)
+        kwargs["auth"] = AuthSettings(issuer_url=issuer_url, resource_server_url=None)
+    return MCPServer(
+        "prme",
+        instructions=(
+            "Long-term memory with retrieval receipts, relevance judgments and gated ranking "
+            "profiles. Store memories, retrieve them, judge results, then learn."
+        ),
+        tools=[_strict_tool(getattr(tools, name)) for name in TOOL_NAMES],
+        log_level="WARNING",
+        **kwargs,
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    client: MemoryClient,
+    config: MCPConfig,
+    *,
+    transport: Transport = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+) -> None:
+    """Serve ``client`` over stdio, or streamable HTTP at ``http://host:port/mcp``, until stopped.
+
+    Raises:
+        InvalidInputError: an empty or shared key in ``config.user_keys``.
+        PermissionError: HTTP without ``config.user_keys`` on a non-loopback ``host``.
+    """
+    if transport == "stdio":
+        build_server(client, config).run("stdio")
+        return
+    if not config.user_keys and not _is_loopback(host):
+        raise PermissionError(LOOPBACK_ONLY)
+    import uvicorn
+
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(address)
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    server = build_server(client, config, transport="http", issuer_url=f"http://{shown}:{bound}")
+    app = server.streamable_http_app(host=host)
+    print(f"prme MCP server listening on http://{shown}:{bound}/mcp", file=sys.stderr, flush=True)
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    asyncio.run(uv.serve(sockets=[sock]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m prme.mcp --path DIR [--user-id U] [--transport stdio|http --host H --port N]``."""
+    parser = argparse.ArgumentParser(prog="prme-mcp", description="Serve a memory pack over MCP.")
+    parser.add_argument("--path", default=".", help="memory pack directory (created if missing)")
+    parser.add_argument("--user-id", help="bind every call to this owner (PRME_MCP__USER_ID)")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP listen address")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP port (0 picks a free one)")
+    args = parser.parse_args(argv)
+
+    config = PRMEConfig()
+    if args.user_id is not None:
+        config = config.model_copy(
+            update={"mcp": config.mcp.model_copy(update={"user_id": args.user_id})}
+        )
+    if args.transport == "http" and not config.mcp.user_keys and not _is_loopback(args.host):
+        parser.error(LOOPBACK_ONLY)
+    with MemoryClient(Path(args.path), config=config) as client:
+        serve(client, config.mcp, transport=args.transport, host=args.host, port=args.port)
+    return 0

@@ -1,0 +1,270 @@
+"""Gate 2 in the engine: load paired receipts, run the pure gate, attest and persist the report.
+
+Also :func:`run_holdout` (``MemoryClient.run_full_retrieval_holdout``), which runs both arms of every holdout query itself with
+identical parameters and then evaluates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from prme.engine import Engine
+from prme.errors import IntegrityError, InvalidInputError
+from prme.learning import gate2
+from prme.models.holdout import (
+    MAX_TRIALS,
+    FullRetrievalEvaluation,
+    FullRetrievalEvaluationConfig,
+    FullRetrievalTrial,
+)
+from prme.models.learning import LearningEvaluation
+from prme.models.receipt import RetrievalReceipt
+from prme.models.scope import ScopeInput
+from prme.models.scoring import RankingMultipliers
+from prme.services import reports, retrieval
+from prme.services.learning import LEARNING_REPORT_OP
+from prme.services.receipts import get_receipt
+from prme.validation import require_aware, require_owner
+
+REPORT_OP = "full_retrieval_evaluation"
+# retrieve() arguments that run_full_retrieval_holdout sets itself.
+_ARM_ARGUMENTS = frozenset({"query", "user_id", "scope", "reference_time", "limit"})
+_PER_ARM = frozenset({"ranking_multipliers"})
+
+
+class Proposal(Protocol):
+    """What a holdout needs from a gate-1 report (a ``LearningEvaluation``)."""
+
+    @property
+    def multipliers(self) -> RankingMultipliers: ...
+
+    @property
+    def input_checksum(self) -> str: ...
+
+
+def proposal_groups(
+    engine: Engine, user_id: str, proposal_input_checksum: str
+) -> frozenset[str] | None:
+    """The group names of the owner's stored gate-1 report with this checksum, or None.
+
+    Every proposal group (train and validation) contributes its label (the normalized query or
+    the explicit group name) and the normalized queries it holds, so a query that sat in an
+    explicitly named proposal group is caught too. None means the proposal report is not in
+    this pack; disjointness is then checked at profile creation.
+    """
+    report = reports.load(
+        engine, LEARNING_REPORT_OP, LearningEvaluation, user_id, proposal_input_checksum
+    )
+    if report is None:
+        return None
+    return frozenset(
+        name for q in report.queries for name in (q.group_label, *q.normalized_queries)
+    )
+
+
+def evaluate(
+    engine: Engine,
+    trials: Iterable[FullRetrievalTrial | Mapping[str, Any]],
+    *,
+    user_id: str,
+    scopes: ScopeInput,
+    proposal_input_checksum: str,
+    memory_artifact_sha256: str,
+    candidate_multipliers: RankingMultipliers | Mapping[str, Any],
+    baseline_multipliers: RankingMultipliers | Mapping[str, Any] | None = None,
+    config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+) -> FullRetrievalEvaluation:
+    """Load both receipts of every trial, run gate 2, then attest and persist the report.
+
+    Raises:
+        InvalidInputError: every rule of :func:`prme.learning.gate2.evaluate_full_retrieval`;
+            also a request id used twice ("request_ids must be unique"), a receipt that is
+            missing or owned by someone else ("references a missing receipt"), and a content
+            write since the holdout retrievals (field ``pack.write_seq``).
+        IntegrityError: a stored receipt or report failed its checksum.
+    """
+    owner = require_owner(user_id)
+    gate2.require_digest(proposal_input_checksum, "proposal_input_checksum")
+    gate2.require_digest(memory_artifact_sha256, "memory_artifact_sha256")
+    parsed = gate2.parse_trials(trials)
+    ids = [rid for t in parsed for rid in (t.baseline_request_id, t.candidate_request_id)]
+    if len(set(ids)) != len(ids):
+        raise InvalidInputError(
+            "trials",
+            "request_ids must be unique: a retrieval receipt cannot enter more than one full "
+            "retrieval trial",
+        )
+    loaded: list[RetrievalReceipt] = []
+    for rid in ids:
+        receipt = get_receipt(engine, rid, user_id=owner)
+        if receipt is None:
+            raise InvalidInputError(
+                "trials", f"A full retrieval trial references a missing receipt {rid}", str(rid)
+            )
+        loaded.append(receipt)
+    store = engine.store
+    with store.read_snapshot() as current:
+        digest = store.pack_digest()
+    report = gate2.evaluate_full_retrieval(
+        loaded,
+        parsed,
+        user_id=owner,
+        scopes=scopes,
+        proposal_input_checksum=proposal_input_checksum,
+        memory_artifact_sha256=memory_artifact_sha256,
+        candidate_multipliers=candidate_multipliers,
+        baseline_multipliers=baseline_multipliers,
+        config=config,
+        pack_digest=digest,
+        proposal_groups=proposal_groups(engine, owner, proposal_input_checksum),
+    )
+    if (report.pack_id, report.write_seq) != (current.pack_id, current.write_seq):
+        raise InvalidInputError(
+            "pack.write_seq",
+            f"{gate2.FROZEN_PACK}: the receipts saw content write sequence {report.write_seq} "
+            f"but the pack is now at {current.write_seq}, so pack_digest would not describe them",
+        )
+    attested = reports.attest(engine, report)
+    reports.persist(engine, REPORT_OP, owner, attested.input_checksum, attested)
+    return attested
+
+
+def get_evaluation(
+    engine: Engine, input_checksum: str, *, user_id: str
+) -> FullRetrievalEvaluation | None:
+    """The owner's stored gate-2 report with this ``input_checksum``, or None.
+
+    Raises:
+        InvalidInputError: ``input_checksum`` is not SHA-256 hex or the owner is blank.
+        IntegrityError: the stored report is not canonical or its attestation does not verify.
+    """
+    owner = require_owner(user_id)
+    gate2.require_digest(input_checksum, "input_checksum")
+    report = reports.load(engine, REPORT_OP, FullRetrievalEvaluation, owner, input_checksum)
+    if report is not None and not reports.verify(engine, report):
+        raise IntegrityError(f"stored {REPORT_OP} report {input_checksum} fails its attestation")
+    return report
+
+
+def _holdout_query(item: Any, index: int) -> tuple[str, str, Sequence[Any]]:
+    if isinstance(item, tuple | list):
+        if len(item) != 3:
+            raise InvalidInputError(
+                f"queries[{index}]", "must be (group_id, query, relevant_ids)", item
+            )
+        group_id, query, relevant = item
+    else:
+        group_id = getattr(item, "group_id", None)
+        query = getattr(item, "query", None)
+        relevant = getattr(item, "relevant_node_ids", getattr(item, "relevant_ids", None))
+    if not isinstance(query, str):
+        raise InvalidInputError(f"queries[{index}].query", "must be a string", query)
+    if isinstance(relevant, str) or not isinstance(relevant, Iterable):
+        raise InvalidInputError(
+            f"queries[{index}].relevant_ids", "must be a sequence of node ids", relevant
+        )
+    return group_id, query, tuple(relevant)
+
+
+def run_holdout(
+    engine: Engine,
+    queries: Iterable[Any],
+    *,
+    user_id: str,
+    scopes: ScopeInput,
+    proposal: Proposal,
+    reference_time: datetime,
+    limit: int = 20,
+    baseline_multipliers: RankingMultipliers | Mapping[str, Any] | None = None,
+    memory_artifact_sha256: str | None = None,
+    config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+    **retrieve_kwargs: Any,
+) -> FullRetrievalEvaluation:
+    """Run both arms of every ``(group_id, query, relevant_ids)`` and evaluate them (gate 2).
+
+    The baseline arm uses ``baseline_multipliers`` when given, otherwise no explicit
+    multipliers (so an active profile applies to it, as chained profiles need); the candidate
+    arm uses ``proposal.multipliers``. Everything else is identical between the arms:
+    ``reference_time``, ``scopes``, ``limit`` and ``retrieve_kwargs`` (``include_cross_scope``
+    defaults to False). ``memory_artifact_sha256`` defaults to the pack digest.
+
+    Raises:
+        InvalidInputError: a malformed query item, a ``retrieve_kwargs`` key that this function
+            sets itself, any retrieval error, or any gate-2 rule.
+    """
+    owner = require_owner(user_id)
+    clock = require_aware(reference_time, "reference_time")
+    if clock is None:
+        raise InvalidInputError("reference_time", "a holdout needs one fixed reference_time")
+    clashes = sorted(set(retrieve_kwargs) & (_ARM_ARGUMENTS | _PER_ARM))
+    if clashes:
+        raise InvalidInputError(
+            clashes[0], "is set by run_full_retrieval_holdout itself; pass it as its own argument"
+        )
+    retrieve_kwargs.setdefault("include_cross_scope", False)
+    items = [_holdout_query(item, i) for i, item in enumerate(queries)]
+    if not 1 <= len(items) <= MAX_TRIALS:
+        raise InvalidInputError(
+            "queries", f"trials must contain from 1 to {MAX_TRIALS} pairs", len(items)
+        )
+    explicit_baseline = (
+        None
+        if baseline_multipliers is None
+        else gate2.parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    )
+    trials: list[FullRetrievalTrial] = []
+    for index, (group_id, query, relevant) in enumerate(items):
+        arms = []
+        for multipliers in (explicit_baseline, proposal.multipliers):
+            response = retrieval.retrieve(
+                engine,
+                query,
+                user_id=owner,
+                scope=scopes,
+                reference_time=clock,
+                limit=limit,
+                ranking_multipliers=multipliers,
+                **retrieve_kwargs,
+            )
+            if not response.metadata.receipt_persisted:
+                raise IntegrityError(f"holdout query {index} lost its retrieval receipt")
+            arms.append(response.metadata.request_id)
+        trials.append(
+            gate2.parse_model(
+                FullRetrievalTrial,
+                {
+                    "group_id": group_id,
+                    "baseline_request_id": arms[0],
+                    "candidate_request_id": arms[1],
+                    "relevant_node_ids": relevant,
+                },
+                f"queries[{index}]",
+            )
+        )
+    return evaluate(
+        engine,
+        trials,
+        user_id=owner,
+        scopes=scopes,
+        proposal_input_checksum=proposal.input_checksum,
+        memory_artifact_sha256=(
+            engine.store.pack_digest() if memory_artifact_sha256 is None else memory_artifact_sha256
+        ),
+        candidate_multipliers=proposal.multipliers,
+        baseline_multipliers=(
+            explicit_baseline
+            if explicit_baseline is not None
+            else _recorded_baseline(engine, owner, trials)
+        ),
+        config=config,
+    )
+
+
+def _recorded_baseline(
+    engine: Engine, owner: str, trials: Sequence[FullRetrievalTrial]
+) -> RankingMultipliers | None:
+    """The multipliers the first baseline arm actually applied (an active profile's, or None)."""
+    receipt = get_receipt(engine, trials[0].baseline_request_id, user_id=owner)
+    return None if receipt is None else receipt.ranking_multipliers

@@ -1,0 +1,160 @@
+"""record_relevance / get_relevance / list_relevance: judgments bound to the owner's receipts.
+
+Each judgment is one append-only operation keyed by
+``uuid5(NAMESPACE_URL, json.dumps(["prme:relevance:v1", user_id, str(feedback_id)]))``, so the
+same ``feedback_id`` is idempotent per owner and independent between owners (reference §D.2).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from prme.canonical import canonical_json
+from prme.engine import Engine
+from prme.errors import IntegrityError, InvalidInputError, NotFoundError
+from prme.models.receipt import RetrievalReceipt
+from prme.models.relevance import RelevanceRecord, RelevanceSubmission
+from prme.services.receipts import get_receipt
+from prme.storage.base import OpRecord
+from prme.storage.timeutil import to_us
+from prme.validation import require_owner, require_page_limit, require_uuid
+
+RELEVANCE_OP = "relevance_recorded"
+OWNED_RECEIPT_REQUIRED = "A saved retrieval receipt owned by this user is required"
+LABELS_NOT_CANDIDATES = "Relevance labels must refer to saved response candidates"
+CONTEXT_LABELS = "Context labels require included entries; positive labels require source content"
+DIFFERENT_JUDGMENT = "feedback_id already identifies a different relevance judgment"
+
+
+def relevance_op_id(user_id: str, feedback_id: uuid.UUID) -> str:
+    """The operation id of a judgment (reference §D.2 step 7, §M.7)."""
+    name = json.dumps(["prme:relevance:v1", user_id, str(feedback_id)])
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+def missing_receipt(request_id: object) -> NotFoundError:
+    error = NotFoundError("retrieval receipt", request_id)
+    error.args = (f"{error.args[0]}. {OWNED_RECEIPT_REQUIRED}",)
+    return error
+
+
+def _parse_submission(submission: RelevanceSubmission | Mapping[str, Any]) -> RelevanceSubmission:
+    # Re-parse from JSON: detaches caller-held dicts and accepts a plain mapping (HTTP, MCP).
+    try:
+        if isinstance(submission, RelevanceSubmission):
+            return RelevanceSubmission.model_validate_json(submission.model_dump_json())
+        if isinstance(submission, Mapping):
+            return RelevanceSubmission.model_validate(dict(submission))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise InvalidInputError(loc or "submission", err["msg"]) from None
+    raise InvalidInputError(
+        "submission", "must be a RelevanceSubmission or a mapping of its fields", submission
+    )
+
+
+def check_labels(receipt: RetrievalReceipt, labels: Mapping[uuid.UUID, bool], surface: str) -> None:
+    """Labels name returned candidates; context labels name included entries (§D.2 steps 4–5)."""
+    candidates = {c.node_id: c for c in receipt.candidates}
+    for node_id, relevant in labels.items():
+        candidate = candidates.get(node_id)
+        if candidate is None:
+            raise InvalidInputError("labels", f"{LABELS_NOT_CANDIDATES} ({node_id})", str(node_id))
+        if surface == "context" and (
+            not candidate.in_context or (relevant and not candidate.has_content)
+        ):
+            raise InvalidInputError("labels", f"{CONTEXT_LABELS} ({node_id})", str(node_id))
+
+
+def parse_record(op: OpRecord, user_id: str) -> RelevanceRecord:
+    """A stored judgment, verified: canonical bytes, owner and feedback id."""
+    if op.op_type != RELEVANCE_OP or op.user_id != user_id:
+        raise IntegrityError("Relevance record owner or identity mismatch")
+    try:
+        record = RelevanceRecord.model_validate_json(op.payload)
+    except ValidationError as exc:
+        raise IntegrityError(
+            f"Relevance record checksum mismatch ({exc.errors()[0]['msg']})"
+        ) from None
+    if canonical_json(record) != op.payload:
+        raise IntegrityError("Relevance record checksum mismatch")
+    if (
+        record.user_id != user_id
+        or str(record.feedback_id) != op.target_id
+        or relevance_op_id(user_id, record.feedback_id) != op.op_id
+    ):
+        raise IntegrityError("Relevance record owner or identity mismatch")
+    return record
+
+
+def record_relevance(
+    engine: Engine, submission: RelevanceSubmission | Mapping[str, Any], *, user_id: str
+) -> RelevanceRecord:
+    """Admit a judgment once; an identical retry returns the original record (see module doc)."""
+    owner = require_owner(user_id)
+    parsed = _parse_submission(submission)
+    receipt = get_receipt(engine, parsed.request_id, user_id=owner)
+    if receipt is None:
+        raise missing_receipt(parsed.request_id)
+    check_labels(receipt, parsed.labels, parsed.surface)
+    record = RelevanceRecord(
+        **parsed.model_dump(),
+        user_id=owner,
+        recorded_at=engine.clock(),
+        receipt_checksum=receipt.checksum,
+    )
+    op_id = relevance_op_id(owner, parsed.feedback_id)
+    inserted = engine.store.append_op(
+        op_id=op_id,
+        op_type=RELEVANCE_OP,
+        user_id=owner,
+        target_id=str(parsed.feedback_id),
+        namespace=None,
+        created_at_us=to_us(record.recorded_at),
+        payload=canonical_json(record),
+    )
+    if inserted:
+        return record
+    stored_op = engine.store.get_op(op_id)
+    if stored_op is None:  # pragma: no cover - the insert was refused, so the row exists
+        raise IntegrityError(f"relevance record {parsed.feedback_id} vanished")
+    stored = parse_record(stored_op, owner)
+    if not stored.matches(parsed) or stored.receipt_checksum != record.receipt_checksum:
+        raise InvalidInputError("feedback_id", DIFFERENT_JUDGMENT, str(parsed.feedback_id))
+    return stored
+
+
+def get_relevance(engine: Engine, feedback_id: object, *, user_id: str) -> RelevanceRecord | None:
+    """The owner's judgment, or None (another owner's feedback id looks missing)."""
+    owner = require_owner(user_id)
+    fid = require_uuid(feedback_id, "feedback_id")
+    op = engine.store.get_op(relevance_op_id(owner, fid))
+    if op is None:
+        return None
+    return parse_record(op, owner)
+
+
+def iter_relevance(
+    engine: Engine, user_id: str, *, after_id: str | None = None, limit: int | None = None
+) -> Iterator[RelevanceRecord]:
+    """The owner's judgments ordered by ``str(feedback_id)``, verified one by one."""
+    for op in engine.store.iter_ops(
+        RELEVANCE_OP, user_id, after_target=after_id, limit=limit, order_by_target=True
+    ):
+        yield parse_record(op, user_id)
+
+
+def list_relevance(
+    engine: Engine, *, user_id: str, limit: int = 100, after_id: object = None
+) -> list[RelevanceRecord]:
+    """One page of the owner's judgments, ascending by ``str(feedback_id)`` after ``after_id``."""
+    owner = require_owner(user_id)
+    page = require_page_limit(limit)
+    after = None if after_id is None else str(require_uuid(after_id, "after_id"))
+    return list(iter_relevance(engine, owner, after_id=after, limit=page))

@@ -1,0 +1,223 @@
+"""evaluate_learning through MemoryClient on a real pack: store → retrieve → judge → gate 1."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from prme import MemoryClient, PRMEConfig, Scope, ScoringWeights
+from prme.canonical import canonical_json
+from prme.config import EmbeddingConfig
+from prme.errors import InvalidInputError
+from prme.learning.groups import group_id, is_validation, normalize_query
+from prme.models.learning import LearningConfig
+from prme.models.relevance import RelevanceSubmission
+from prme.services import reports
+
+GROUPS = 100
+FILLER = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta", "lambda", "zeta")
+SMALL = LearningConfig(min_training_queries=2, min_validation_queries=2, bootstrap_samples=100)
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 9, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+def open_pack(path: Path) -> MemoryClient:
+    config = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider="hash"))
+    return MemoryClient(path, config=config, clock=StepClock())
+
+
+def confidence_workload(
+    client: MemoryClient, user_id: str, *, groups: int = GROUPS, reverse_validation: bool = False
+) -> None:
+    """Ten memories per topic with random confidence; a memory is relevant iff its confidence
+    is at least 0.6. Each topic is one query, retrieved once with limit 10 and fully judged.
+    With ``reverse_validation`` the validation groups are judged the other way round."""
+    rng = random.Random(3)
+    items = [
+        {
+            "content": f"topic{g} " + " ".join(rng.sample(FILLER, rng.randint(1, 5))) + f" {j}",
+            "confidence": round(0.2 + 0.75 * rng.random(), 3),
+            "scope": "project",
+            "node_type": "fact",
+        }
+        for g in range(groups)
+        for j in range(10)
+    ]
+    client.store_many(items, user_id=user_id)
+    for g in range(groups):
+        query = f"what about topic{g} alpha beta"
+        response = client.retrieve(query, user_id=user_id, scope=Scope.PROJECT, limit=10)
+        held_out = is_validation(42, group_id(["query", normalize_query(query)]), 0.3)
+        flip = reverse_validation and held_out
+        labels = {r.node.id: (r.node.confidence >= 0.6) != flip for r in response.results}
+        submission = RelevanceSubmission(request_id=response.metadata.request_id, labels=labels)
+        client.record_relevance(submission, user_id=user_id)
+
+
+@pytest.fixture(scope="module")
+def workload_pack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("learning") / "pack"
+    with open_pack(path) as client:
+        confidence_workload(client, "alice")
+        confidence_workload(client, "carol", reverse_validation=True)
+    yield path
+
+
+def test_a_feature_that_predicts_relevance_is_learned(workload_pack: Path) -> None:
+    with open_pack(workload_pack) as client:
+        report = client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+        assert report.decision == "improved_on_observed_candidates"
+        assert report.multipliers.confidence > 1.0
+        assert report.multipliers.confidence == max(report.multipliers.as_tuple())
+        assert report.coverage["requests_with_pairs"] == GROUPS
+        assert report.coverage["training_queries"] >= 20
+        assert report.coverage["validation_queries"] >= 20
+        assert report.validation_gain_interval is not None
+        assert report.validation_gain_interval[0] > 0
+        assert report.training_loss_after < report.training_loss_before  # type: ignore[operator]
+        assert report.scopes == (Scope.PROJECT,)
+        # Persisted and attested with the pack secret; the same evaluation is idempotent.
+        assert reports.verify(client.engine, report)
+        assert client.get_learning_evaluation(report.input_checksum, user_id="alice") == report
+        again = client.evaluate_learning(user_id="alice", scopes="project")
+        assert canonical_json(again) == canonical_json(report)
+
+
+def test_reversed_validation_labels_give_no_improvement(workload_pack: Path) -> None:
+    with open_pack(workload_pack) as client:
+        control = client.evaluate_learning(user_id="carol", scopes=[Scope.PROJECT])
+        original = client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+    # Same training judgments → same fit; the reversed validation groups get worse.
+    assert control.multipliers == original.multipliers
+    assert control.decision == "no_improvement"
+    assert control.validation_ndcg_gain is not None and control.validation_ndcg_gain < 0
+
+
+def test_owners_are_isolated(workload_pack: Path) -> None:
+    with open_pack(workload_pack) as client:
+        alice = client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+        bob = client.evaluate_learning(user_id="bob", scopes=[Scope.PROJECT])
+        assert bob.decision == "insufficient_data"
+        assert bob.coverage["feedback_records"] == 0 and bob.receipt_checksums == {}
+        assert client.get_learning_evaluation(alice.input_checksum, user_id="bob") is None
+        assert not set(alice.feedback_ids) & set(
+            client.evaluate_learning(user_id="carol", scopes=[Scope.PROJECT]).feedback_ids
+        )
+
+
+def test_other_scope_sets_are_excluded(workload_pack: Path) -> None:
+    with open_pack(workload_pack) as client:
+        unfiltered = client.evaluate_learning(user_id="alice")
+        wider = client.evaluate_learning(user_id="alice", scopes=["project", "personal"])
+    assert unfiltered.exclusions["other_scope_records"] == GROUPS
+    assert wider.exclusions["other_scope_records"] == GROUPS
+    assert unfiltered.decision == wider.decision == "insufficient_data"
+    assert unfiltered.snapshot_checksum == wider.snapshot_checksum
+    assert unfiltered.input_checksum != wider.input_checksum
+
+
+def test_rank_fused_receipts_are_counted_not_fitted(
+    make_client: Callable[..., MemoryClient],
+) -> None:
+    weighted = make_client()
+    confidence_workload(weighted, "alice", groups=12)
+    fused = make_client(fusion="rrf")
+    for g in range(3):
+        response = fused.retrieve(f"topic{g} gamma", user_id="alice", scope="project", limit=4)
+        assert response.metadata.fusion == "rrf"
+        labels = {r.node.id: i == 0 for i, r in enumerate(response.results)}
+        fused.record_relevance(
+            RelevanceSubmission(request_id=response.metadata.request_id, labels=labels),
+            user_id="alice",
+        )
+    report = weighted.evaluate_learning(user_id="alice", scopes=["project"], config=SMALL)
+    assert report.exclusions["rank_fusion_receipt_records"] == 3
+    assert report.coverage["feedback_records"] == 15
+    assert report.coverage["requests_with_pairs"] == 12
+    assert len(report.receipt_checksums) == 15
+
+
+def test_insufficient_data_below_minimums(client: MemoryClient) -> None:
+    confidence_workload(client, "alice", groups=8)
+    report = client.evaluate_learning(user_id="alice", scopes=["project"])
+    assert report.decision == "insufficient_data"
+    assert report.multipliers.is_neutral and report.queries == ()
+    assert report.coverage["requests_with_pairs"] == 8
+    assert client.get_learning_evaluation(report.input_checksum, user_id="alice") == report
+
+
+def test_max_records_is_a_hard_bound(client: MemoryClient) -> None:
+    confidence_workload(client, "alice", groups=3)
+    with pytest.raises(InvalidInputError, match="Feedback exceeds max_records") as info:
+        client.evaluate_learning(user_id="alice", scopes=["project"], max_records=2)
+    assert info.value.field == "max_records"
+    assert client.evaluate_learning(user_id="alice", scopes=["project"], max_records=3)
+    for bad in (0, 100_001, True, 2.5):
+        with pytest.raises(InvalidInputError) as info:
+            client.evaluate_learning(user_id="alice", max_records=bad)  # type: ignore[arg-type]
+        assert info.value.field == "max_records"
+
+
+def test_bad_arguments_write_nothing(client: MemoryClient) -> None:
+    confidence_workload(client, "alice", groups=3)
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"scopes": []}, "scopes"),
+        ({"surface": "answers"}, "surface"),
+        ({"config": {"ndcg_k": 0}}, "config.ndcg_k"),
+        ({"query_groups": {"00000000-0000-0000-0000-000000000001": "x"}}, "query_groups"),
+    ]
+    for kwargs, field in cases:
+        with pytest.raises(InvalidInputError) as info:
+            client.evaluate_learning(user_id="alice", **kwargs)  # type: ignore[arg-type]
+        assert info.value.field == field
+    assert client.engine.store.find_ops("learning_evaluation", "alice") == []
+    with pytest.raises(InvalidInputError):
+        client.get_learning_evaluation("not-a-checksum", user_id="alice")
+
+
+SEED_SECOND_BLOCK = """
+with MemoryClient("./memories") as memory:
+    proposal = memory.evaluate_learning(
+        user_id="alice",
+        scopes=[Scope.PROJECT],
+    )
+
+if proposal.decision != "improved_on_observed_candidates":
+    print(proposal.decision, proposal.coverage, proposal.exclusions)
+"""
+
+
+def test_seed_second_code_block_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PRME_EMBEDDING__PROVIDER", "hash")
+    monkeypatch.setenv("PRME_SCORING__FUSION", "weighted")
+    with MemoryClient("./memories") as memory:  # the seed's first block, in short
+        memory.store("Aster uses PostgreSQL", user_id="alice", scope=Scope.PROJECT)
+        response = memory.retrieve(
+            "Which database does Aster use?", user_id="alice", scope=Scope.PROJECT
+        )
+        assert response.metadata.receipt_persisted
+        memory.record_relevance(
+            RelevanceSubmission(
+                request_id=response.metadata.request_id,
+                labels={response.results[0].node.id: True},
+            ),
+            user_id="alice",
+        )
+    exec(SEED_SECOND_BLOCK, {"MemoryClient": MemoryClient, "Scope": Scope})
+    printed = capsys.readouterr().out
+    assert printed.startswith("insufficient_data {'feedback_records': 1")
+    assert "'requests_without_explicit_pairs': 1" in printed

@@ -1,0 +1,346 @@
+"""The SQLite pack: WAL, append-only log, write sequence, transactions, identity and secret."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import BaseModel
+
+from prme import FrozenPackError, IntegrityError, MemoryClient
+from prme.models.enums import Scope
+from prme.retrieval.owner_index import OwnerIndex
+from prme.storage.sqlite import DB_FILE, SQLiteStore
+
+ClientFactory = Callable[..., MemoryClient]
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path / DB_FILE, isolation_level=None)
+
+
+def write_seq(client: MemoryClient) -> int:
+    return client.engine.store.pack_identity().write_seq
+
+
+def test_wal_mode_on_disk(client: MemoryClient, pack_path: Path) -> None:
+    client.store("Aster uses PostgreSQL", user_id="alice")
+    conn = raw(pack_path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    assert (pack_path / DB_FILE).is_file()
+    assert (pack_path / f"{DB_FILE}-wal").exists()
+
+
+def test_oplog_is_append_only(client: MemoryClient, pack_path: Path) -> None:
+    client.retrieve("anything", user_id="alice")
+    conn = raw(pack_path)
+    assert conn.execute("SELECT COUNT(*) FROM oplog").fetchone()[0] == 1
+    with pytest.raises(sqlite3.IntegrityError, match="operations log is append-only"):
+        conn.execute("UPDATE oplog SET payload = '{}'")
+    with pytest.raises(sqlite3.IntegrityError, match="operations log is append-only"):
+        conn.execute("DELETE FROM oplog")
+    assert conn.execute("SELECT COUNT(*) FROM oplog").fetchone()[0] == 1
+    conn.close()
+
+
+def test_append_op_is_insert_if_absent(client: MemoryClient) -> None:
+    store = client.engine.store
+    args: dict[str, Any] = {
+        "op_type": "test",
+        "user_id": "alice",
+        "target_id": "t1",
+        "namespace": None,
+        "created_at_us": 1,
+    }
+    assert store.append_op(op_id="op-1", payload='{"a":1}', **args) is True
+    assert store.append_op(op_id="op-1", payload='{"a":2}', **args) is False
+    record = store.get_op("op-1")
+    assert record is not None and record.payload == '{"a":1}'
+    assert [r.op_id for r in store.find_ops("test", "alice", "t1")] == ["op-1"]
+    assert store.find_ops("test", "bob", "t1") == []
+
+
+def test_tampered_op_fails_its_checksum(client: MemoryClient, pack_path: Path) -> None:
+    store = client.engine.store
+    store.append_op(
+        op_id="op-1",
+        op_type="test",
+        user_id="alice",
+        target_id=None,
+        namespace=None,
+        created_at_us=1,
+        payload='{"a":1}',
+    )
+    conn = raw(pack_path)
+    conn.execute("DROP TRIGGER oplog_append_only_update")
+    conn.execute("UPDATE oplog SET payload = '{\"a\":2}' WHERE op_id = 'op-1'")
+    conn.close()
+    with pytest.raises(IntegrityError, match="checksum mismatch"):
+        store.get_op("op-1")
+
+
+def test_write_seq_bumps_on_content_writes_only(client: MemoryClient) -> None:
+    start = write_seq(client)
+    first = client.store("Aster uses PostgreSQL", user_id="alice")
+    after_store = write_seq(client)
+    assert after_store > start
+    client.store_many(["one", "two", "three"], user_id="alice")
+    assert write_seq(client) == after_store + 1  # one bump for the whole batch
+    before_reads = write_seq(client)
+    response = client.retrieve("Aster", user_id="alice")
+    assert response.metadata.receipt_persisted
+    client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
+    client.get(first, user_id="alice")
+    client.list(user_id="alice")
+    client.pack_digest()
+    assert write_seq(client) == before_reads  # receipts and reads do not bump it
+    assert client.delete(first, user_id="alice")
+    assert write_seq(client) == before_reads + 1
+    assert not client.delete(first, user_id="alice")
+    assert write_seq(client) == before_reads + 1
+
+
+def test_receipt_records_the_pack_identity(client: MemoryClient) -> None:
+    client.store("Aster uses PostgreSQL", user_id="alice")
+    response = client.retrieve("Aster", user_id="alice")
+    receipt = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
+    assert receipt is not None
+    assert receipt.pack == client.engine.store.pack_identity()
+
+
+def transactions(statements: list[str]) -> list[str]:
+    keywords = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+    return [s.strip() for s in statements if s.strip().upper().startswith(keywords)]
+
+
+def test_one_transaction_per_store_many(make_client: ClientFactory) -> None:
+    statements: list[str] = []
+    client = make_client(tracer=statements.append)
+    statements.clear()
+    # the first batch also binds the pack's embedder: still one transaction
+    client.store_many(["Aster uses PostgreSQL", {"content": "Bob likes tea"}], user_id="alice")
+    assert transactions(statements) == ["BEGIN IMMEDIATE", "COMMIT"]
+    inserts = [s for s in statements if s.startswith("INSERT INTO memories(")]
+    assert len(inserts) == 2  # executemany traces each row
+    statements.clear()
+    client.store_many([f"memory {i}" for i in range(50)], user_id="alice")
+    assert transactions(statements) == ["BEGIN IMMEDIATE", "COMMIT"]
+    statements.clear()
+    client.store("one more", user_id="alice")
+    assert transactions(statements) == ["BEGIN IMMEDIATE", "COMMIT"]
+
+
+def test_failed_batch_rolls_back(make_client: ClientFactory, pack_path: Path) -> None:
+    statements: list[str] = []
+    client = make_client(tracer=statements.append)
+    client.store("seed", user_id="alice")
+    conn = raw(pack_path)
+    conn.execute(
+        "CREATE TRIGGER reject_boom BEFORE INSERT ON vectors"
+        " WHEN NEW.rowid > 1 BEGIN SELECT RAISE(ABORT, 'boom'); END"
+    )
+    conn.close()
+    seq = write_seq(client)
+    statements.clear()
+    with pytest.raises(sqlite3.IntegrityError, match="boom"):
+        client.store_many(["a", "b"], user_id="alice")
+    assert transactions(statements) == ["BEGIN IMMEDIATE", "ROLLBACK"]
+    assert write_seq(client) == seq
+    assert len(client.list(user_id="alice")) == 1
+
+
+def test_pack_id_and_secret_persist_across_reopen(pack_path: Path, tmp_path: Path) -> None:
+    first = SQLiteStore(pack_path)
+    identity = first.pack_identity()
+    attestation = first.attest({"report": 1})
+    first.close()
+    again = SQLiteStore(pack_path)
+    assert again.pack_identity().pack_id == identity.pack_id
+    assert again.attest({"report": 1}) == attestation
+    assert again.verify_attestation({"report": 1}, attestation)
+    assert not again.verify_attestation({"report": 2}, attestation)
+    again.close()
+    other = SQLiteStore(tmp_path / "other")
+    assert other.pack_identity().pack_id != identity.pack_id
+    assert not other.verify_attestation({"report": 1}, attestation)
+    other.close()
+
+
+def _secret(pack_path: Path) -> str:
+    conn = raw(pack_path)
+    value = str(conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()[0])
+    conn.close()
+    return value
+
+
+def _texts(value: object, depth: int = 0) -> list[str]:
+    """repr and str of a value and, two levels down, of its public attributes."""
+    if isinstance(value, BaseModel):
+        return [repr(value), value.model_dump_json()]
+    out = [repr(value), str(value)]
+    if depth < 2 and hasattr(value, "__dict__"):
+        for name, attribute in vars(value).items():
+            if not name.startswith("_"):
+                out += _texts(attribute, depth + 1)
+    return out
+
+
+def test_secret_is_never_exposed(client: MemoryClient, pack_path: Path) -> None:
+    secret = _secret(pack_path)
+    assert len(secret) == 64
+    node_id = client.store("Aster uses PostgreSQL", user_id="alice")
+    outputs: list[object] = [
+        client,
+        client.store_with_receipt("Bob likes tea", user_id="alice"),
+        client.store_many(["Carol"], user_id="alice"),
+        client.get(node_id, user_id="alice"),
+        client.list(user_id="alice"),
+        client.pack_digest(),
+        client.config,
+        client.engine,
+        client.engine.store,
+        client.engine.feature_identity(),
+    ]
+    response = client.retrieve("Aster", user_id="alice")
+    outputs += [
+        response,
+        client.get_retrieval_receipt(response.metadata.request_id, user_id="alice"),
+    ]
+    for output in outputs:
+        for text in _texts(output):
+            assert secret not in text
+            assert secret.encode() not in text.encode()
+            assert bytes.fromhex(secret).hex() not in text
+    conn = raw(pack_path)
+    payloads = [r[0] for r in conn.execute("SELECT payload FROM oplog")]
+    conn.close()
+    assert payloads and all(secret not in p for p in payloads)
+
+
+def test_frozen_store_refuses_content_writes(pack_path: Path) -> None:
+    SQLiteStore(pack_path).close()
+    frozen = SQLiteStore(pack_path, frozen=True)
+    with pytest.raises(FrozenPackError, match="store"):
+        frozen.insert_memories([], np.zeros((0, 8), dtype=np.float32), [])
+    with pytest.raises(FrozenPackError, match="delete"):
+        frozen.delete_memory("alice", "00000000-0000-0000-0000-000000000001")
+    assert frozen.append_op(
+        op_id="x",
+        op_type="t",
+        user_id="alice",
+        target_id=None,
+        namespace=None,
+        created_at_us=0,
+        payload="{}",
+    )
+    frozen.close()
+
+
+def test_serialized_is_begin_immediate(make_client: ClientFactory) -> None:
+    statements: list[str] = []
+    client = make_client(tracer=statements.append)
+    statements.clear()
+    with client.engine.store.serialized("ranking:x"):
+        pass
+    assert transactions(statements) == ["BEGIN IMMEDIATE", "COMMIT"]
+
+
+def _index(client: MemoryClient, owner: str) -> OwnerIndex:
+    index = client.engine.store.owner_index(owner)
+    assert index is not None
+    return index
+
+
+def test_owner_index_is_owner_filtered(client: MemoryClient) -> None:
+    assert client.engine.store.owner_index("alice") is None  # no embedder bound yet
+    client.store("Aster uses PostgreSQL", user_id="alice", scope="project")
+    client.store("Aster uses SQLite", user_id="alice")
+    client.store("Aster uses Redis", user_id="bob", scope="project")
+    vector = client.engine.embedder.embed(["Aster PostgreSQL"])[0]
+    alice = _index(client, "alice")
+    assert alice.size == 2
+    positions, cosines = alice.vector_search(vector, alice.scope_mask(None), 10)
+    assert len(positions) == 2
+    assert cosines.tolist() == sorted(cosines.tolist(), reverse=True)
+    project, _ = alice.vector_search(vector, alice.scope_mask([Scope.PROJECT]), 10)
+    assert [alice.ids[p] for p in project.tolist()] == [alice.ids[0]]
+    assert _index(client, "bob").size == 1
+    assert _index(client, "carol").size == 0
+    store = client.engine.store
+    assert len(store.lexical_search("alice", None, ["aster"], 10)) == 2
+    assert len(store.lexical_search("alice", [Scope.PROJECT], ["aster"], 10)) == 1
+    assert len(store.lexical_search("bob", None, ["aster"], 10)) == 1
+    assert store.lexical_search("alice", None, [], 10) == []
+    every = alice.scope_mask(None)
+    assert len(alice.graph_search(["aster"], every, 3, 10)) == 2
+    assert len(alice.graph_search(["aster"], alice.scope_mask([Scope.PERSONAL]), 3, 10)) == 1
+
+
+def test_graph_hops(client: MemoryClient) -> None:
+    a = client.store("Aster runs on Kepler", user_id="alice")
+    b = client.store("Kepler is hosted by Orion", user_id="alice")
+    c = client.store("Orion lives in Lisbon", user_id="alice")
+    client.store("Nothing related here", user_id="alice")
+    index = _index(client, "alice")
+    every = index.scope_mask(None)
+    hops = {index.ids[p]: h for p, h in index.graph_search(["aster"], every, 3, 10).items()}
+    assert hops == {a: 1, b: 2, c: 3}
+    assert sorted(index.graph_search(["aster"], every, 2, 10).values()) == [1, 2]
+    assert len(index.graph_search(["aster"], every, 3, 1)) == 1
+    assert index.graph_search(["nobody"], every, 3, 10) == {}
+
+
+def test_owner_index_follows_writes_and_deletes(client: MemoryClient) -> None:
+    keep = client.store("Aster uses PostgreSQL", user_id="alice")
+    gone = client.store("Aster uses SQLite", user_id="alice")
+    before = _index(client, "alice")
+    assert before.size == 2
+    client.delete(gone, user_id="alice")
+    after = _index(client, "alice")
+    assert after.ids[: after.size] == [keep]
+    client.store("Aster uses Redis", user_id="alice")
+    grown = _index(client, "alice")
+    assert grown.size == 2 and grown.ids[0] == keep
+    # a snapshot keeps what it showed
+    assert before.size == 2 and after.size == 1
+
+
+def test_iter_ops_ordering(client: MemoryClient) -> None:
+    store = client.engine.store
+    for i, at in enumerate([3, 1, 2]):
+        store.append_op(
+            op_id=f"op-{i}",
+            op_type="t",
+            user_id="alice",
+            target_id=f"t{2 - i}",
+            namespace="ns",
+            created_at_us=at,
+            payload="{}",
+        )
+    assert [o.op_id for o in store.iter_ops("t", "alice")] == ["op-1", "op-2", "op-0"]
+    newest = store.iter_ops("t", "alice", newest_first=True, limit=2)
+    assert [o.op_id for o in newest] == ["op-0", "op-2"]
+    by_target = store.iter_ops("t", "alice", order_by_target=True, after_target="t0")
+    assert [o.target_id for o in by_target] == ["t1", "t2"]
+    assert list(store.iter_ops("t", "alice", namespace="other")) == []
+
+
+def test_closed_store(pack_path: Path) -> None:
+    store = SQLiteStore(pack_path)
+    store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        store.pack_identity()
+
+
+def test_timestamps_round_trip_exactly(client: MemoryClient) -> None:
+    when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    node_id = client.store("Aster", user_id="alice", event_time=when, valid_from=when)
+    node = client.get(node_id, user_id="alice")
+    assert node is not None
+    assert (node.event_time, node.valid_from) == (when, when)
