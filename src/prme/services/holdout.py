@@ -25,7 +25,7 @@ from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers
 from prme.services import reports, retrieval
 from prme.services.learning import LEARNING_REPORT_OP
-from prme.services.receipts import get_receipt
+from prme.services.receipts import gc_paused, get_receipt
 from prme.validation import require_aware, require_owner
 
 REPORT_OP = "full_retrieval_evaluation"
@@ -97,13 +97,14 @@ def evaluate(
             "retrieval trial",
         )
     loaded: list[RetrievalReceipt] = []
-    for rid in ids:
-        receipt = get_receipt(engine, rid, user_id=owner)
-        if receipt is None:
-            raise InvalidInputError(
-                "trials", f"A full retrieval trial references a missing receipt {rid}", str(rid)
-            )
-        loaded.append(receipt)
+    with gc_paused():
+        for rid in ids:
+            receipt = get_receipt(engine, rid, user_id=owner, verify_canonical=False)
+            if receipt is None:
+                raise InvalidInputError(
+                    "trials", f"A full retrieval trial references a missing receipt {rid}", str(rid)
+                )
+            loaded.append(receipt)
     store = engine.store
     with store.read_snapshot() as current:
         digest = store.pack_digest()

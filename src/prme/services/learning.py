@@ -15,7 +15,7 @@ from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.receipt import RetrievalReceipt
 from prme.models.scope import ScopeInput, normalize_scope_key
 from prme.services import reports
-from prme.services.receipts import get_receipt
+from prme.services.receipts import gc_paused, get_receipt
 from prme.services.relevance import iter_relevance
 from prme.validation import require_int, require_owner
 
@@ -43,20 +43,21 @@ def evaluate_learning(
     if len(records) > bound:
         raise InvalidInputError("max_records", TOO_MANY_RECORDS, bound)
     receipts: dict[UUID, RetrievalReceipt] = {}
-    for rid in sorted({r.request_id for r in records}, key=str):
-        receipt = get_receipt(engine, rid, user_id=owner)
-        if receipt is None:
-            raise IntegrityError(f"{MISSING_RECEIPT} ({rid})")
-        receipts[rid] = receipt
-    report = evaluate_gate1(
-        receipts.values(),
-        records,
-        user_id=owner,
-        scopes=scopes,
-        surface=surface,
-        config=config,
-        query_groups=query_groups,
-    )
+    with gc_paused():
+        for rid in sorted({r.request_id for r in records}, key=str):
+            receipt = get_receipt(engine, rid, user_id=owner, verify_canonical=False)
+            if receipt is None:
+                raise IntegrityError(f"{MISSING_RECEIPT} ({rid})")
+            receipts[rid] = receipt
+        report = evaluate_gate1(
+            receipts.values(),
+            records,
+            user_id=owner,
+            scopes=scopes,
+            surface=surface,
+            config=config,
+            query_groups=query_groups,
+        )
     attested = reports.attest(engine, report)
     reports.persist(engine, LEARNING_REPORT_OP, owner, attested.input_checksum, attested)
     return attested

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError
@@ -24,17 +28,31 @@ def persist_receipt(engine: Engine, receipt: RetrievalReceipt) -> None:
     )
 
 
-def parse_receipt(payload: str, user_id: str, request_id: str) -> RetrievalReceipt:
-    receipt = RetrievalReceipt.model_validate_json(payload)
+def parse_receipt(
+    payload: str, user_id: str, request_id: str, *, verify_canonical: bool = False
+) -> RetrievalReceipt:
+    """Parse a stored receipt (its replay validator runs) and check owner and id.
+
+    The operations log already verified SHA-256(payload); ``verify_canonical`` also re-encodes
+    the parsed receipt and compares bytes (the integrity check does; the hot path need not).
+    """
+    # The bulk (non-canonical-checking) readers replay the snapshot themselves.
+    receipt = RetrievalReceipt.from_canonical_json(payload, replay=verify_canonical)
     if receipt.user_id != user_id or str(receipt.request_id) != request_id:
         raise IntegrityError("Retrieval receipt identity or checksum mismatch")
-    if canonical_json(receipt) != payload:
+    if verify_canonical and canonical_json(receipt) != payload:
         raise IntegrityError("Retrieval receipt identity or checksum mismatch")
     return receipt
 
 
-def get_receipt(engine: Engine, request_id: object, *, user_id: str) -> RetrievalReceipt | None:
-    """The owner's receipt, or None when missing or owned by someone else."""
+def get_receipt(
+    engine: Engine, request_id: object, *, user_id: str, verify_canonical: bool = True
+) -> RetrievalReceipt | None:
+    """The owner's receipt, or None when missing or owned by someone else.
+
+    Bulk readers whose evidence already binds each receipt's checksum (relevance records,
+    holdout reports) may skip the byte-for-byte re-encoding with ``verify_canonical=False``.
+    """
     owner = require_owner(user_id)
     rid = str(require_uuid(request_id, "request_id"))
     ops = engine.store.find_ops(RECEIPT_OP, owner, rid)
@@ -42,4 +60,17 @@ def get_receipt(engine: Engine, request_id: object, *, user_id: str) -> Retrieva
         return None
     if len(ops) > 1:
         raise IntegrityError(f"Ambiguous retrieval receipt {rid}")
-    return parse_receipt(ops[0].payload, owner, rid)
+    return parse_receipt(ops[0].payload, owner, rid, verify_canonical=verify_canonical)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while bulk-parsing a snapshot: the parsed models stay alive, so
+    repeated full collections would rescan them again and again (quadratic in snapshot size)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import random
 import secrets
 import sqlite3
 import threading
@@ -49,6 +50,9 @@ from prme.storage.timeutil import from_us, opt_from_us, opt_to_us, to_us
 DB_FILE = "pack.sqlite3"
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+# Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
+# does not wait in every case, e.g. for the journal-mode switch of a pack being created).
+LOCK_RETRY_SECONDS = 2.0
 
 Tracer = Callable[[str], None]
 T = TypeVar("T")
@@ -192,6 +196,7 @@ class SQLiteStore:
         self.frozen = frozen
         self.tracer = tracer
         self._busy_timeout_ms = busy_timeout_ms
+        self._lock_window = max(busy_timeout_ms / 1000, LOCK_RETRY_SECONDS)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
@@ -199,6 +204,7 @@ class SQLiteStore:
         self._index_lock = threading.Lock()
         self._closed = False
         self._embedder: dict[str, Any] | None = None
+        self._digest: tuple[int, str] | None = None
         self._initialize()
         self._secret = bytes.fromhex(self._meta("secret"))
         self._pack_id = self._meta("pack_id")
@@ -217,7 +223,8 @@ class SQLiteStore:
             self.db_path, isolation_level=None, check_same_thread=False, timeout=30.0
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        # Several processes opening a new pack at once race to switch it to WAL.
+        _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         if self.tracer is not None:
@@ -251,13 +258,21 @@ class SQLiteStore:
         if conn.in_transaction:
             yield conn
             return
-        _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
+        _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            # After a full disk or an I/O error SQLite has already rolled back; a second
+            # ROLLBACK would fail and hide the real error behind "no transaction is active".
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                exc.add_note(
+                    f"prme: the write to {self.db_path} was rolled back; nothing was saved"
+                )
             raise
-        conn.execute("COMMIT")
 
     @contextmanager
     def serialized(self, key: str) -> Iterator[None]:
@@ -350,9 +365,12 @@ class SQLiteStore:
 
     def pack_digest(self) -> str:
         """SHA-256 over the pack's retrieval-relevant content, in a canonical order."""
-        digest = hashlib.sha256()
         conn = self.conn
-        with self.read_snapshot():
+        with self.read_snapshot() as identity:
+            # Content only changes with the write sequence, so one digest per sequence suffices.
+            if self._digest is not None and self._digest[0] == identity.write_seq:
+                return self._digest[1]
+            digest = hashlib.sha256()
             digest.update(canonical_bytes({"embedder": self.embedder_identity()}))
             rows = conn.execute(
                 f"SELECT m.rowid, {_NODE_COLUMNS}, v.vec FROM memories m "
@@ -370,7 +388,8 @@ class SQLiteStore:
                 digest.update(canonical_bytes({"node": node, "entities": names}))
                 digest.update(b"\x00")
                 digest.update(bytes(row[-1] or b""))
-        return digest.hexdigest()
+            self._digest = (identity.write_seq, digest.hexdigest())
+        return self._digest[1]
 
     # ---------------------------------------------------------------- content writes
     def _refuse_if_frozen(self, operation: str) -> None:
@@ -654,15 +673,22 @@ class SQLiteStore:
             yield self._op(row)
 
 
-def _retry_locked(action: Callable[[], T], attempts: int = 8) -> T:
-    """Retry an action that hit ``database is locked`` with bounded exponential backoff."""
-    delay = 0.005
-    for attempt in range(attempts):
+def _retry_locked(action: Callable[[], T], window: float) -> T:
+    """Retry an action that hit ``database is locked`` with jittered exponential backoff, for
+    ``window`` seconds in all; then the error is raised with a note saying how long it waited."""
+    deadline = time.monotonic() + window
+    delay = 0.002
+    while True:
         try:
             return action()
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or attempt == attempts - 1:
+            if "locked" not in str(exc):
                 raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
-    raise AssertionError("unreachable")
+            if time.monotonic() + delay > deadline:
+                exc.add_note(
+                    f"prme: the pack stayed locked by another connection for {window:g} s "
+                    "(storage.busy_timeout_ms); retry later"
+                )
+                raise
+            time.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, 0.1)
