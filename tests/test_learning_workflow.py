@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from conftest import FakeClock, make_config
+from seed_blocks import BLOCK_4 as SEED_BLOCK_4
+from seed_blocks import BLOCK_5 as SEED_BLOCK_5
 
 from prme import MemoryClient, Scope
 from prme.learning.metrics import ndcg_at_k
@@ -291,47 +293,6 @@ def test_full_workflow_create_activate_apply_deactivate_rollback(
 
 
 # The seed's 4th and 5th code blocks, verbatim (SEED-LEARNING.md, "Persist and activate").
-SEED_BLOCK_4 = """
-with MemoryClient("./memories") as memory:
-    profile = memory.create_ranking_profile(
-        proposal,
-        holdout,
-        user_id="alice",
-    )
-    change = memory.activate_ranking_profile(
-        str(profile.profile_id),
-        user_id="alice",
-    )
-
-    response = memory.retrieve(
-        "What telescope do I use?",
-        user_id="alice",
-        scope=Scope.PROJECT,
-    )
-    assert response.metadata.ranking_profile_status == "applied"
-    assert response.metadata.ranking_profile_id == profile.profile_id
-"""
-SEED_BLOCK_5 = """
-with MemoryClient("./memories") as memory:
-    active = memory.get_active_ranking_profile(
-        user_id="alice", scopes=[Scope.PROJECT]
-    )
-    status = memory.get_ranking_profile_status(
-        str(profile.profile_id), user_id="alice"
-    )
-    history = memory.list_ranking_profile_history(
-        user_id="alice", scopes=[Scope.PROJECT]
-    )
-
-    memory.deactivate_ranking_profile(
-        user_id="alice", scopes=[Scope.PROJECT]
-    )
-    memory.rollback_ranking_profile(
-        str(profile.profile_id),
-        user_id="alice",
-        scopes=[Scope.PROJECT],
-    )
-"""
 
 
 @pytest.fixture

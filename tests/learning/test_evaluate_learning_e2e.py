@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from seed_blocks import BLOCK_2 as SEED_SECOND_BLOCK
 
 from prme import MemoryClient, PRMEConfig, Scope, ScoringWeights
 from prme.canonical import canonical_json
@@ -184,18 +185,6 @@ def test_bad_arguments_write_nothing(client: MemoryClient) -> None:
     assert client.engine.store.find_ops("learning_evaluation", "alice") == []
     with pytest.raises(InvalidInputError):
         client.get_learning_evaluation("not-a-checksum", user_id="alice")
-
-
-SEED_SECOND_BLOCK = """
-with MemoryClient("./memories") as memory:
-    proposal = memory.evaluate_learning(
-        user_id="alice",
-        scopes=[Scope.PROJECT],
-    )
-
-if proposal.decision != "improved_on_observed_candidates":
-    print(proposal.decision, proposal.coverage, proposal.exclusions)
-"""
 
 
 def test_seed_second_code_block_runs(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from seed_blocks import BLOCK_3 as SEED_HOLDOUT_BLOCK
 
 import prme
 from prme import (
@@ -123,49 +124,6 @@ def workload(client: MemoryClient) -> list[tuple[str, str, list[str]]]:
 
 
 # ------------------------------------------------------------------ the seed
-
-
-SEED_HOLDOUT_BLOCK = """
-from datetime import datetime, timezone
-from prme import FullRetrievalTrial
-
-clock = datetime(2026, 9, 14, tzinfo=timezone.utc)
-
-with MemoryClient("./frozen-holdout-pack") as memory:
-    baseline = memory.retrieve(
-        "What telescope do I use?",
-        user_id="alice",
-        scope=Scope.PROJECT,
-        reference_time=clock,
-        limit=20,
-        include_cross_scope=False,
-    )
-    candidate = memory.retrieve(
-        "What telescope do I use?",
-        user_id="alice",
-        scope=Scope.PROJECT,
-        reference_time=clock,
-        limit=20,
-        include_cross_scope=False,
-        ranking_multipliers=proposal.multipliers,
-    )
-
-    trial = FullRetrievalTrial(
-        group_id="telescope-model",
-        baseline_request_id=baseline.metadata.request_id,
-        candidate_request_id=candidate.metadata.request_id,
-        relevant_node_ids=(known_relevant_node_id,),
-    )
-
-    holdout = memory.evaluate_full_retrieval(
-        [trial],
-        user_id="alice",
-        scopes=[Scope.PROJECT],
-        proposal_input_checksum=proposal.input_checksum,
-        memory_artifact_sha256=frozen_fixture_sha256,
-        candidate_multipliers=proposal.multipliers,
-    )
-"""
 
 
 def test_seed_holdout_block_runs_as_written(
