@@ -35,11 +35,11 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
+from prme.auth import Identity, KeyRing
 from prme.canonical import canonical_json
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
 from prme.errors import http_status_for, public_message
-from prme.http.auth import Identity, KeyRing
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -477,7 +477,7 @@ def build_server(
     Raises:
         InvalidInputError: an empty or shared key in ``config.user_keys``.
     """
-    keys = KeyRing(config.user_keys) if transport == "http" else None
+    keys = KeyRing(config.user_keys, "mcp.user_keys") if transport == "http" else None
     tools = MemoryTools(client, _Owner(config.user_id, keys))
     kwargs: dict[str, Any] = {}
     if keys is not None and keys.enabled:
