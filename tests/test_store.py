@@ -280,7 +280,7 @@ def test_bad_batch_item_names_its_index_and_writes_nothing(client: MemoryClient)
         (["fine", {"no": "content"}], "items[1]"),
         (["fine", 3], "items[1]"),
         ([{"content": "x", "user_id": "bob"}], "items[0].user_id"),
-        ([{"content": "x", "unknown_field": 1}], "items[0]"),
+        ([{"content": "x", "unknown_field": 1}], "items[0].unknown_field"),
         ([{"content": "x", "event_time": datetime(2026, 1, 1)}], "items[0].event_time"),
         ("just a string", "items"),
     ]
@@ -302,3 +302,11 @@ def test_store_converts_offsets_to_utc(client: MemoryClient) -> None:
     node = stored(client, event_time=offset)
     assert node.event_time == local
     assert node.event_time.utcoffset() == timedelta(0)
+
+
+def test_unknown_store_field_is_named_and_nothing_is_written(client: MemoryClient) -> None:
+    seq = write_seq(client)
+    with pytest.raises(InvalidInputError) as info:
+        client.store("text", user_id="alice", colour="blue")
+    assert info.value.field == "colour"
+    assert write_seq(client) == seq

@@ -308,6 +308,9 @@ class MiniLMEmbedder:
                 raise RuntimeError(f"embedding model file {path} changed while being loaded")
         options = ort.SessionOptions()
         options.intra_op_num_threads = self._threads
+        # Idle worker threads would otherwise spin after each call and steal the CPU that the
+        # rest of retrieval (vector scan, BM25) needs right after the query is embedded.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             session = ort.InferenceSession(
                 model_bytes, sess_options=options, providers=["CPUExecutionProvider"]

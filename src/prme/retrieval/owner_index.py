@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import ThreadpoolController
 
 from prme.models.enums import (
     DecayProfile,
@@ -54,6 +56,12 @@ NUMERIC_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("reinforcement_boost", np.float64),
     ("pinned", np.bool_),
 )
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    """Inspecting the loaded BLAS libraries is slow, so it happens once per process."""
+    return ThreadpoolController()
 
 
 def code(values: list[str], value: str | None, default: int = 0) -> int:
@@ -152,7 +160,10 @@ class OwnerIndex:
         """Exact cosine top-k among masked positions; ties broken by position (rowid order)."""
         if self.size == 0 or k <= 0 or query.shape[-1] != self.dimension:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        scores = self.vectors[: self.size] @ query.astype(np.float32)
+        # One BLAS thread: a matrix-vector product is memory-bound, and extra threads only add
+        # synchronisation (measured 1.2 ms vs 7–18 ms at 10k rows on a busy 2-core machine).
+        with _blas().limit(limits=1, user_api="blas"):
+            scores = self.vectors[: self.size] @ query.astype(np.float32)
         allowed = np.flatnonzero(mask)
         if allowed.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -177,25 +188,29 @@ class OwnerIndex:
     def graph_search(
         self, names: Sequence[str], mask: npt.NDArray[np.bool_], max_hops: int, limit: int
     ) -> dict[int, int]:
-        """Entity-graph expansion: position → hop (1..max_hops), seeds matched by name."""
+        """Entity-graph expansion: position → hop (1..max_hops), seeds matched by name.
+
+        Each hop takes the lowest positions not yet found (at most ``limit`` in all) and the
+        next hop expands from the entities of the positions it took.
+        """
         found: dict[int, int] = {}
         seen = set(names)
         frontier = sorted(seen)
         for hop in range(1, max_hops + 1):
             if not frontier or len(found) >= limit:
                 break
-            hits = sorted(
-                {
-                    p
-                    for name in frontier
-                    for p in self.entity_positions.get(name, ())
-                    if p < self.size and mask[p]
-                }
-                - found.keys()
-            )
-            for position in hits[: limit - len(found)]:
+            lists = [self.entity_positions[n] for n in frontier if n in self.entity_positions]
+            if not lists:
+                break
+            hits = np.unique(np.concatenate([np.asarray(x, dtype=np.int64) for x in lists]))
+            hits = hits[hits < self.size]
+            hits = hits[mask[hits]]
+            if found:
+                hits = hits[~np.isin(hits, np.fromiter(found, np.int64, len(found)))]
+            taken = hits[: limit - len(found)].tolist()
+            for position in taken:
                 found[position] = hop
-            next_names = {n for p in hits for n in self.entity_names[p]} - seen
+            next_names = {n for p in taken for n in self.entity_names[p]} - seen
             seen |= next_names
             frontier = sorted(next_names)
         return found

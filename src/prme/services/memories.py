@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import uuid
 from collections.abc import Mapping, Sequence
@@ -204,7 +205,17 @@ def store_nodes(engine: Engine, nodes: Sequence[MemoryNode]) -> None:
         engine.store.insert_memories(nodes, vectors, entities)
 
 
+STORE_FIELDS = frozenset(inspect.signature(build_node).parameters) - {"content", "now", "event_id"}
+
+
+def _known_fields(fields: Mapping[str, Any], prefix: str = "") -> None:
+    for name in sorted(set(fields) - STORE_FIELDS):
+        valid = ", ".join(sorted(STORE_FIELDS))
+        raise InvalidInputError(f"{prefix}{name}", f"unknown memory field (valid: {valid})")
+
+
 def store(engine: Engine, content: str, **fields: Any) -> StoreReceipt:
+    _known_fields(fields)
     event_id = uuid.uuid4()
     node = build_node(content, now=engine.clock(), event_id=event_id, **fields)
     store_nodes(engine, [node])
@@ -227,6 +238,7 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
         fields = dict(item)
         if "user_id" in fields and fields.pop("user_id") != owner:
             raise InvalidInputError(f"items[{index}].user_id", "differs from the batch owner")
+        _known_fields({k: v for k, v in fields.items() if k != "content"}, f"items[{index}].")
         try:
             nodes.append(build_node(fields.pop("content"), user_id=owner, now=now, **fields))
         except InvalidInputError as exc:

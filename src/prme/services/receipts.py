@@ -6,6 +6,8 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pydantic import ValidationError
+
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError
@@ -37,7 +39,10 @@ def parse_receipt(
     the parsed receipt and compares bytes (the integrity check does; the hot path need not).
     """
     # The bulk (non-canonical-checking) readers replay the snapshot themselves.
-    receipt = RetrievalReceipt.from_canonical_json(payload, replay=verify_canonical)
+    try:
+        receipt = RetrievalReceipt.from_canonical_json(payload, replay=verify_canonical)
+    except ValidationError as exc:
+        raise IntegrityError(f"stored retrieval receipt {request_id} is invalid: {exc}") from None
     if receipt.user_id != user_id or str(receipt.request_id) != request_id:
         raise IntegrityError("Retrieval receipt identity or checksum mismatch")
     if verify_canonical and canonical_json(receipt) != payload:

@@ -245,10 +245,6 @@ def retrieve(
         analysis.entity_names, in_scope, cfg.graph_max_hops, cfg.graph_max_candidates
     )
     pinned_pos = np.flatnonzero(ix.pinned_mask() & in_scope)[:PINNED_LIMIT]
-    hints: list[tuple[int, float]] = []
-    if include_cross_scope and scopes is not None:
-        hint_pos, hint_cos = ix.vector_search(query_vector, ~in_scope, HINT_LIMIT)
-        hints = list(zip(hint_pos.tolist(), hint_cos.tolist(), strict=True))
     pool = np.unique(
         np.concatenate(
             [vec_pos, lex_pos, np.fromiter(graph_hits, np.int64, len(graph_hits)), pinned_pos]
@@ -271,6 +267,13 @@ def retrieve(
     )
     pos = pool[keep_mask(ix, pool, settings)]
     n = len(pos)
+    hints: list[tuple[int, float]] = []
+    if include_cross_scope and scopes is not None:
+        # Hints obey the same filters as results and need a positive similarity.
+        hint_pos, hint_cos = ix.vector_search(query_vector, ~in_scope, HINT_LIMIT * 4)
+        allowed = keep_mask(ix, hint_pos, settings) & (hint_cos > 0)
+        hints = list(zip(hint_pos[allowed].tolist(), hint_cos[allowed].tolist(), strict=True))
+        hints = hints[:HINT_LIMIT]
     on_vector = np.isin(pos, vec_pos)
     on_lexical = np.isin(pos, lex_pos)
     on_graph = np.array([p in graph_hits for p in pos.tolist()], dtype=np.bool_)

@@ -356,7 +356,7 @@ class SQLiteStore:
         """Record the pack's embedder on first use (a retrieval configuration write)."""
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
-                self._refuse_if_frozen("bind embedder")
+                self._refuse_if_frozen("store")
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('embedder', ?)",
                     (canonical_json(identity),),
@@ -684,11 +684,12 @@ def _retry_locked(action: Callable[[], T], window: float) -> T:
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc):
                 raise
-            if time.monotonic() + delay > deadline:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 exc.add_note(
                     f"prme: the pack stayed locked by another connection for {window:g} s "
                     "(storage.busy_timeout_ms); retry later"
                 )
                 raise
-            time.sleep(delay * random.uniform(0.5, 1.5))
+            time.sleep(min(delay * random.uniform(0.5, 1.5), remaining))
             delay = min(delay * 2, 0.1)
