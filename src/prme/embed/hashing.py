@@ -22,7 +22,7 @@ class HashingEmbedder:
         if dimension < 8:
             raise ValueError("dimension must be at least 8")
         self._dimension = dimension
-        self._cache: dict[str, tuple[int, float]] = {}
+        self._cache: dict[str, int] = {}
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -30,24 +30,33 @@ class HashingEmbedder:
             provider="hash", model="signed-feature-hashing", version="1", dimension=self._dimension
         )
 
-    def _slot(self, token: str) -> tuple[int, float]:
-        hit = self._cache.get(token)
-        if hit is None:
-            digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
-            value = int.from_bytes(digest, "little")
-            hit = (value % self._dimension, 1.0 if (value >> 63) & 1 else -1.0)
-            if len(self._cache) < 200_000:
-                self._cache[token] = hit
-        return hit
+    def _code(self, token: str) -> int:
+        """``2·slot + sign bit`` of a token (one cached int per token)."""
+        digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(digest, "little")
+        code = 2 * (value % self._dimension) + ((value >> 63) & 1)
+        if len(self._cache) < 200_000:
+            self._cache[token] = code
+        return code
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         out = np.zeros((len(texts), self._dimension), dtype=np.float32)
+        cache = self._cache
+        codes: list[int] = []
+        rows: list[int] = []
         for row, text in enumerate(texts):
             words = _TOKEN.findall(text.lower())
             grams = words + [f"{a} {b}" for a, b in pairwise(words)]
             for gram in grams:
-                slot, sign = self._slot(gram)
-                out[row, slot] += sign
+                code = cache.get(gram)
+                codes.append(self._code(gram) if code is None else code)
+            rows.extend([row] * len(grams))
+        if codes:
+            packed = np.asarray(codes, dtype=np.int64)
+            signs = np.where(packed & 1, 1.0, -1.0).astype(np.float32)
+            # ±1 sums are exact in float32 whatever the order, so add.at matches a loop.
+            np.add.at(out, (np.asarray(rows, dtype=np.int64), packed >> 1), signs)
+        for row in range(len(texts)):
             norm = float(np.linalg.norm(out[row]))
             if norm > 0:
                 out[row] /= norm
