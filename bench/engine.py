@@ -430,10 +430,10 @@ def _start_postgres() -> str:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pgserver
+        from pgserver import postgres_server
 
         pgdata = Path(tempfile.gettempdir()) / f"prme-bench-postgres-{os.getuid()}"
-        return str(pgserver.get_server(pgdata, cleanup_mode="stop").get_uri())
+        return str(postgres_server.get_server(pgdata, cleanup_mode="stop").get_uri())
 
 
 if __name__ == "__main__":

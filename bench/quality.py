@@ -190,7 +190,9 @@ class Bench:
 
     def open(self, pack: Path, *, frozen: bool = False, **config: Any) -> MemoryClient:
         cfg = PRMEConfig(scoring=ScoringWeights(), **config)
-        return MemoryClient(pack, config=cfg, embedder=self.embedder, clock=self.clock, frozen=frozen)
+        return MemoryClient(
+            pack, config=cfg, embedder=self.embedder, clock=self.clock, frozen=frozen
+        )
 
 
 def build_pack(pack: Path, bench: Bench, memories: dict[str, list[dict[str, Any]]]) -> None:
@@ -265,7 +267,9 @@ def part_retrieval(pack: Path, bench: Bench, queries: Sequence[Query]) -> dict[s
         for name, weights in MODES.items():
             started = time.perf_counter()
             modes[name] = quality(memory, bench, queries, weights)
-            log(f"retrieval {name}: {modes[name]['overall']} ({time.perf_counter() - started:.0f}s)")
+            log(
+                f"retrieval {name}: {modes[name]['overall']} ({time.perf_counter() - started:.0f}s)"
+            )
     return {
         "ablation_method": (
             "per-request weights= under the weighted formula: bm25_only = w_lexical 1, "
@@ -412,7 +416,8 @@ def pooled(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ``proposals`` = every evaluated proposal applied; ``deployed`` = the workflow's outcome, the
     learned ranking only where both gates passed (elsewhere base scoring stays, gain 0).
     """
-    evaluated, deployed = [], []
+    evaluated: list[float] = []
+    deployed: list[float] = []
     for r in results.values():
         diffs = [d for d, _ in r["group_diffs"]]
         evaluated.extend(diffs)
@@ -422,7 +427,11 @@ def pooled(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if not values:
             return None
         low, high = percentile_bootstrap_interval(values, samples=2000, seed=42)
-        return {"groups": len(values), "ndcg_gain": r4(mean(values)), "interval": [r4(low), r4(high)]}
+        return {
+            "groups": len(values),
+            "ndcg_gain": r4(mean(values)),
+            "interval": [r4(low), r4(high)],
+        }
 
     return {
         "owners": len(results),
@@ -466,8 +475,10 @@ def part_learning(
             "pooled": pooled(results),
             "pooled_owner": _public(pooled_owner),
         }
-        log(f"learning depth {depth}: {by_depth[str(depth)]['pooled']} "
-            f"({time.perf_counter() - started:.0f}s)")
+        log(
+            f"learning depth {depth}: {by_depth[str(depth)]['pooled']} "
+            f"({time.perf_counter() - started:.0f}s)"
+        )
     first: dict[str, Any] = {}
     for name in [*owners, "pooled_owner"]:
         rows = [
@@ -506,8 +517,12 @@ def part_reliability(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     null = simulate(work, runs=args.runs, signal=0.0, workers=args.workers)
     out: dict[str, Any] = {
-        "workload": "prme.workload.generate_workload(seed, projects=40): 120 judged groups, 40 holdout",
-        "settings": {"judged_limit": settings.judged_limit, "holdout_limit": settings.holdout_limit},
+        "workload": f"prme.workload.generate_workload(seed, projects={settings.projects}): "
+        f"{3 * settings.projects} judged groups, {settings.projects} holdout groups",
+        "settings": {
+            "judged_limit": settings.judged_limit,
+            "holdout_limit": settings.holdout_limit,
+        },
         "null": "labels permuted within each judged request; holdout relevant labels permuted "
         "over the union of both arms' returned candidates",
         "false_pass": pass_rates(null),
@@ -515,7 +530,9 @@ def part_reliability(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
     signals = PLANTED_SIGNALS[:1] if args.quick else PLANTED_SIGNALS
     for signal in signals:
-        runs = simulate(work, runs=planted_runs, signal=signal, first_seed=10_000, workers=args.workers)
+        runs = simulate(
+            work, runs=planted_runs, signal=signal, first_seed=10_000, workers=args.workers
+        )
         out["power"][str(signal)] = pass_rates(runs)
     out["signal_meaning"] = (
         "signal s: each judged request and holdout query keeps its true labels with probability "
@@ -536,6 +553,10 @@ def part_sensitivity(base: Path, bench: Bench, queries: Sequence[Query]) -> dict
     variants: dict[str, tuple[dict[str, Any], ScoringWeights]] = {
         "rrf_plain (no recency boost, no tie-break)": ({}, ScoringWeights(fusion="rrf")),
         "weighted_without_graph (w_graph 0, rest renormalized)": ({}, weighted_no_graph),
+        "weighted_graph_channel_off (graph_max_candidates 0)": (
+            {"retrieval": RetrievalConfig(graph_max_candidates=0)},
+            ScoringWeights(),
+        ),
         "rrf_pools_100": (
             {"retrieval": RetrievalConfig(vector_k=100, lexical_k=100)},
             product_default_scoring(),
@@ -568,7 +589,9 @@ def tables(result: dict[str, Any]) -> str:
             )
     learning = result.get("learning")
     if learning:
-        lines.append("\ndepth owner         gate1            gate2            heldout ndcg base→learned")
+        lines.append(
+            "\ndepth owner         gate1            gate2            heldout ndcg base→learned"
+        )
         for depth, block in learning["depths"].items():
             rows = {**block["owners"], "pooled_owner": block["pooled_owner"]}
             for name, r in rows.items():

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 from conftest import make_config
@@ -239,3 +243,30 @@ def test_learning_and_profile_commands_mirror_the_library(demo: DemoRun, tmp_pat
     assert new in (tmp_path / "r.html").read_text("utf-8")
     assert ok(["pack", "digest", "--path", live]).strip() == digest
     assert ok_json(["pack", "digest", "--path", live]) == {"pack_digest": digest}
+
+
+def test_every_pack_command_calls_public_client_methods() -> None:
+    """Surfaces are thin: each command body calls MemoryClient methods and nothing private."""
+
+    def leaves(group: click.Group) -> list[click.Command]:
+        found: list[click.Command] = []
+        for command in group.commands.values():
+            found += leaves(command) if isinstance(command, click.Group) else [command]
+        return found
+
+    delegates = {"serve", "mcp", "demo"}  # prme.http.server, prme.mcp.server, prme.demo
+    public = {name for name in dir(MemoryClient) if not name.startswith("_")}
+    for command in leaves(main):
+        if command.name in delegates:
+            continue
+        assert command.callback is not None
+        source = textwrap.dedent(inspect.getsource(inspect.unwrap(command.callback)))
+        called = {
+            node.func.attr
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "memory"
+        }
+        assert called and called <= public, (command.name, called)

@@ -29,6 +29,7 @@ EXPECTED = {
     "profiles deactivate",
     "profiles rollback",
     "pack digest",
+    "pack check",
 }
 
 
@@ -70,7 +71,7 @@ def test_help_runs_for_every_command() -> None:
 def test_pack_commands_share_the_path_user_and_json_options() -> None:
     for path, command in commands(main):
         names = {p.name for p in command.params}
-        if path in {"serve", "mcp", "learn report", "pack digest"} or isinstance(
+        if path in {"serve", "mcp", "learn report", "pack digest", "pack check"} or isinstance(
             command, click.Group
         ):
             continue

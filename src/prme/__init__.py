@@ -39,6 +39,7 @@ from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scoring import RankingMultipliers, ScoringWeights
+from prme.services.integrity import IntegrityProblem, IntegrityReport
 
 __all__ = [
     "AsyncMemoryClient",
@@ -50,6 +51,8 @@ __all__ = [
     "FullRetrievalQueryResult",
     "FullRetrievalTrial",
     "IntegrityError",
+    "IntegrityProblem",
+    "IntegrityReport",
     "InvalidInputError",
     "LearningConfig",
     "LearningEvaluation",

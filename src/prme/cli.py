@@ -267,11 +267,12 @@ def main() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8000, show_default=True, help="TCP port.")
 @click.option("--log-level", default="info", show_default=True, help="uvicorn log level.")
-def serve(path: Path, host: str, port: int, log_level: str) -> None:
+@click.option("--postgres", "postgres_url", help="PostgreSQL URL: serve that pack, not --path.")
+def serve(path: Path, host: str, port: int, log_level: str, postgres_url: str | None) -> None:
     """Serve the pack over HTTP (FastAPI; OpenAPI at /docs)."""
     from prme.http.server import serve as serve_http
 
-    serve_http(path, host, port, log_level=log_level)
+    serve_http(path, host, port, log_level=log_level, postgres_url=postgres_url)
 
 
 @main.command()
@@ -756,3 +757,21 @@ def pack_digest(target: Target) -> None:
     with target.open() as memory:
         digest = memory.pack_digest()
     target.show({"pack_digest": digest}, lambda: click.echo(digest))
+
+
+@pack.command("check")
+@pack_command(user=False)
+def pack_check(target: Target) -> None:
+    """Check the pack's integrity (SQLite, log checksums, receipts, pointers); exit 1 on problems."""
+    with target.open() as memory, busy("checking the pack"):
+        report = memory.check_pack()
+
+    def render() -> None:
+        _pairs([(k, v) for k, v in report.model_dump().items() if k != "problems"])
+        if report.problems:
+            rows = [(p.check, p.ref, p.message) for p in report.problems]
+            table(("check", "ref", "problem"), rows)
+
+    target.show(report, render)
+    if not report.ok:
+        raise click.exceptions.Exit(1)

@@ -33,12 +33,15 @@ from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.services import holdout as gate2_service  # learning gate 2
+from prme.services import integrity as integrity_service  # pack integrity
 from prme.services import learning as gate1_service  # learning gate 1
 from prme.services import memories, receipts, retrieval
 from prme.services import profiles as profile_service  # ranking profiles
 from prme.services import relevance as relevance_service  # relevance judgments
+from prme.services.integrity import IntegrityReport  # pack integrity
 from prme.storage.base import Store
-from prme.storage.sqlite import SQLiteStore, Tracer
+from prme.storage.registry import StoreOptions, make_store
+from prme.storage.sqlite import Tracer
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -55,6 +58,9 @@ class MemoryClient:
             reports still append.
         clock: a callable returning an aware datetime (tests fake the clock here).
         tracer: receives every SQL statement (tests check transactions with it).
+        store: an opened Store (overrides the path and ``postgres_url``).
+        postgres_url: use the PostgreSQL backend at this URL instead of the pack directory
+            (also ``PRME_STORAGE__POSTGRES_URL``); needs the ``prme[postgres]`` extra.
     """
 
     def __init__(
@@ -67,15 +73,22 @@ class MemoryClient:
         clock: Callable[[], datetime] | None = None,
         tracer: Tracer | None = None,
         store: Store | None = None,
+        postgres_url: str | None = None,
     ) -> None:
         self.config = config or PRMEConfig()
         self.path = Path(path)
         self.frozen = frozen
-        backing = store or SQLiteStore(
-            self.path,
-            frozen=frozen,
-            busy_timeout_ms=self.config.storage.busy_timeout_ms,
-            tracer=tracer,
+        configured = self.config.storage.postgres_url
+        url = postgres_url or (configured.get_secret_value() if configured else None)
+        backing = store or make_store(
+            "postgres" if url else "sqlite",
+            StoreOptions(
+                path=self.path,
+                url=url,
+                frozen=frozen,
+                tracer=tracer,
+                busy_timeout_ms=self.config.storage.busy_timeout_ms,
+            ),
         )
         chosen = embedder or make_embedder(
             self.config.embedding.provider, self.config.embedding.dimension
@@ -208,6 +221,22 @@ class MemoryClient:
     def get_retrieval_receipt(self, request_id: object, *, user_id: str) -> RetrievalReceipt | None:
         """The owner's receipt for ``request_id``, or None (missing and foreign look the same)."""
         return receipts.get_receipt(self.engine, request_id, user_id=user_id)
+
+    # ---- pack integrity (services/integrity.py) ------------------------------------------
+    def check_pack(self) -> IntegrityReport:
+        """Check the whole pack and report every problem (``prme pack check``); repairs nothing.
+
+        Covers SQLite integrity and the lexical index, memories ↔ vectors ↔ lexical rows, every
+        operations-log checksum, every receipt (parses and replays exactly), judgment, profile,
+        pointer transition and report (attestations), and that each pointer's history is one
+        chain resolving to existing profiles of the same scopes.
+
+        Returns an IntegrityReport: counts, and ``problems`` (empty and ``ok`` when sound).
+
+        Raises:
+            sqlite3.OperationalError: the pack cannot be read at all.
+        """
+        return integrity_service.check_pack(self.engine)
 
     # ---- relevance judgments (services/relevance.py) ---------------------------------
     def record_relevance(
@@ -518,9 +547,7 @@ class MemoryClient:
         self, profile_id: object, *, user_id: str
     ) -> RankingProfileStatus | None:
         """``{profile, active, latest_change}`` for the profile's own scope set, or None."""
-        return profile_service.get_ranking_profile_status(
-            self.engine, profile_id, user_id=user_id
-        )
+        return profile_service.get_ranking_profile_status(self.engine, profile_id, user_id=user_id)
 
     def list_ranking_profile_history(
         self, *, user_id: str, scopes: ScopeInput = None, limit: int = 100

@@ -13,7 +13,7 @@ from prme.embed.base import Embedder
 from prme.errors import InvalidInputError
 from prme.storage.base import Store
 
-FEATURE_SCHEMA = 1  # bump whenever feature computation changes meaning
+FEATURE_SCHEMA = 2  # bump whenever feature computation changes meaning (2: hub-free graph)
 ENTITY_EXTRACTOR = "capitalised-v1"
 
 

@@ -37,7 +37,7 @@ from prme.config import EmbeddingConfig, PRMEConfig
 from prme.models.enums import Scope
 from prme.models.holdout import FullRetrievalTrial
 from prme.models.relevance import RelevanceSubmission
-from prme.models.scoring import ScoringWeights
+from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.workload import Workload, generate_workload
 
 OWNER = "simulated-user"
@@ -106,16 +106,18 @@ class _TickingClock:
         return self.now
 
 
-def _permuted(
-    candidates: Sequence[str], relevant: set[str], rng: random.Random
-) -> set[str]:
+def _permuted(candidates: Sequence[str], relevant: set[str], rng: random.Random) -> set[str]:
     """The relevant labels shuffled over ``candidates`` (their count is kept)."""
     hits = sum(1 for c in candidates if c in relevant)
     return set(rng.sample(list(candidates), hits))
 
 
 def _labels(
-    returned: Sequence[str], relevant: set[str], keys: dict[str, str], keep: bool, rng: random.Random
+    returned: Sequence[str],
+    relevant: set[str],
+    keys: dict[str, str],
+    keep: bool,
+    rng: random.Random,
 ) -> dict[str, bool]:
     ordered = sorted(returned, key=lambda node: keys[node])
     positives = relevant if keep else _permuted(ordered, relevant, rng)
@@ -149,7 +151,7 @@ def _judge(
         memory.record_relevance(
             RelevanceSubmission(
                 request_id=response.metadata.request_id,
-                labels=labels,  # type: ignore[arg-type]  # UUID strings, validated by the model
+                labels=labels,
                 method="structured_evaluation",
             ),
             user_id=OWNER,
@@ -161,7 +163,7 @@ def _holdout_trials(
     workload: Workload,
     ids: dict[str, str],
     keys: dict[str, str],
-    multipliers: Any,
+    multipliers: RankingMultipliers,
     signal: float,
     rng: random.Random,
     limit: int,
@@ -191,7 +193,7 @@ def _holdout_trials(
                 group_id=query.group,
                 baseline_request_id=arms[0].metadata.request_id,
                 candidate_request_id=arms[1].metadata.request_id,
-                relevant_node_ids=tuple(sorted(relevant, key=lambda n: keys[n])),  # type: ignore[arg-type]
+                relevant_node_ids=tuple(sorted(relevant, key=lambda n: keys[n])),
             )
         )
     return trials
@@ -254,7 +256,9 @@ def run_workflow(
     )
 
 
-def _run_in_pack(workdir: Path, seed: int, signal: float, settings: SimulationSettings) -> RunResult:
+def _run_in_pack(
+    workdir: Path, seed: int, signal: float, settings: SimulationSettings
+) -> RunResult:
     pack = workdir / f"run-{seed}-{signal!r}"
     try:
         return run_workflow(pack, seed=seed, signal=signal, settings=settings)
@@ -313,7 +317,9 @@ def wilson_interval(passes: int, runs: int, z: float = 1.959963984540054) -> tup
     denominator = 1 + z * z / runs
     centre = p + z * z / (2 * runs)
     spread = z * math.sqrt(p * (1 - p) / runs + z * z / (4 * runs * runs))
-    return max(0.0, (centre - spread) / denominator), min(1.0, (centre + spread) / denominator)
+    low = 0.0 if passes == 0 else max(0.0, (centre - spread) / denominator)
+    high = 1.0 if passes == runs else min(1.0, (centre + spread) / denominator)
+    return low, high
 
 
 def _rate(flags: Iterator[bool], runs: int) -> dict[str, Any]:

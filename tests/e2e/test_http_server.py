@@ -10,16 +10,22 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import test_http as shared
 from pydantic import SecretStr
+from test_http import holdout_trials, judge_learning_queries
 
 from prme import InvalidInputError, MemoryClient, PRMEConfig, ScoringWeights
+from prme.canonical import sha256_hex
 from prme.config import APIConfig, EmbeddingConfig
 from prme.http.server import check_bind, is_loopback, serve
+from prme.workload import Workload, generate_workload
 
 ALICE_KEY = "alice-server-key-0123456789"
 BOB_KEY = "bob-server-key-9876543210"
@@ -229,3 +235,208 @@ def test_the_command_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert b"refusing to listen on '0.0.0.0' without user keys" in result.stderr
+
+
+# ------------------------------------------------------- the seed workflow against a real server
+@contextmanager
+def running_server(root: Path, **env: str) -> Iterator[Server]:
+    """``python -m prme.http.server`` on a free loopback port with ``env``, until the block ends."""
+    path, log = root / "pack", root / "server.log"
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            server_command(path, "127.0.0.1", port),
+            env=server_env(**env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not start: " + log.read_text()
+            time.sleep(0.1)
+        yield Server(url, path, log, process)
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """Alice's seed workflow, run over HTTP against a real server (bob shares the server)."""
+
+    http: httpx.Client
+    workload: Workload
+    node_ids: dict[str, str]
+    judged_request_id: str
+    proposal: dict[str, Any]
+    holdout: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def seed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeedRun]:
+    # the judging helpers shared with test_http send its alice key
+    keys = json.dumps({"alice": shared.ALICE_KEY, "bob": shared.BOB_KEY})
+    with (
+        running_server(tmp_path_factory.mktemp("seed"), PRME_API__USER_KEYS=keys) as server,
+        httpx.Client(base_url=server.url, headers=shared.ALICE, timeout=60.0) as http,
+    ):
+        assert http.get("/v1/health").json()["fusion"] == "weighted"
+        workload = generate_workload(0, projects=30)
+        node_ids = {}
+        for memory, item in zip(workload.memories, workload.store_items(), strict=True):
+            stored = http.post("/v1/store", json=item)
+            assert stored.status_code == 200, stored.text
+            node_ids[memory.key] = stored.json()["node_id"]
+        judge_learning_queries(http, workload, node_ids)  # type: ignore[arg-type]
+        judged = http.get("/v1/relevance", params={"limit": 1}).json()
+        gate1 = http.post("/v1/learning/evaluate", json={"scopes": ["project"]})
+        assert gate1.status_code == 200, gate1.text
+        proposal = gate1.json()
+        trials = holdout_trials(http, workload, node_ids, proposal["multipliers"])  # type: ignore[arg-type]
+        body = {
+            "scopes": ["project"],
+            "proposal_input_checksum": proposal["input_checksum"],
+            "memory_artifact_sha256": sha256_hex(b"workload seed 0, 30 projects"),
+            "candidate_multipliers": proposal["multipliers"],
+            "trials": trials,
+        }
+        gate2 = http.post("/v1/learning/evaluate-full-retrieval", json=body)
+        assert gate2.status_code == 200, gate2.text
+        yield SeedRun(http, workload, node_ids, judged[0]["request_id"], proposal, gate2.json())
+
+
+def test_both_gates_pass_against_a_real_server(seed_run: SeedRun) -> None:
+    proposal, holdout = seed_run.proposal, seed_run.holdout
+    assert proposal["decision"] == "improved_on_observed_candidates"
+    assert (proposal["user_id"], holdout["user_id"]) == ("alice", "alice")
+    assert holdout["decision"] == "improved_full_retrieval"
+    assert holdout["proposal_input_checksum"] == proposal["input_checksum"]
+    assert holdout["coverage"]["query_groups"] == len(seed_run.workload.holdout)
+    # the holdout's paired retrievals differ only by the candidate multipliers
+    trial = holdout["trials"][0]
+    http = seed_run.http
+    baseline = http.get(f"/v1/retrievals/{trial['baseline_request_id']}").json()
+    candidate = http.get(f"/v1/retrievals/{trial['candidate_request_id']}").json()
+    assert baseline["ranking_multipliers"] is None
+    assert candidate["ranking_multipliers"] == proposal["multipliers"]
+    arm = {"ranking_multipliers", "ranking_profile"}  # the override and its provenance
+    inputs = [
+        {k: v for k, v in r["execution"]["inputs"].items() if k not in arm}
+        for r in (baseline, candidate)
+    ]
+    assert inputs[0] == inputs[1]
+    assert candidate["execution"]["inputs"]["ranking_profile"]["reason"] == "explicit_multipliers"
+
+
+def test_seed_workflow_against_a_real_server(seed_run: SeedRun) -> None:
+    http = seed_run.http
+    body = {"proposal": seed_run.proposal, "holdout": seed_run.holdout}
+    created = http.post("/v1/learning/profiles", json=body)
+    assert created.status_code == 200, created.text
+    profile = created.json()
+    pid = profile["profile_id"]
+    assert (profile["multipliers"], profile["scopes"]) == (
+        seed_run.proposal["multipliers"],
+        ["project"],
+    )
+
+    activated = http.post(f"/v1/learning/profiles/{pid}/activate", json={})
+    assert activated.status_code == 200, activated.text
+    assert (activated.json()["action"], activated.json()["active_profile_id"]) == ("activate", pid)
+    query = {"query": seed_run.workload.holdout[0].text, "scope": "project"}
+    applied = http.post("/v1/retrieve", json=query).json()["metadata"]
+    assert (applied["ranking_profile_status"], applied["ranking_profile_id"]) == ("applied", pid)
+    assert applied["ranking_multipliers"] == profile["multipliers"]
+    active = http.get("/v1/learning/profiles/active", params={"scopes": "project"})
+    assert active.json() == profile
+
+    off = http.post("/v1/learning/profiles/deactivate", json={"scopes": ["project"]})
+    assert (off.json()["action"], off.json()["active_profile_id"]) == ("deactivate", None)
+    base = http.post("/v1/retrieve", json=query).json()["metadata"]
+    assert (base["ranking_profile_status"], base["ranking_multipliers"]) == ("none", None)
+
+    back = http.post(
+        "/v1/learning/profiles/rollback", json={"scopes": ["project"], "profile_id": pid}
+    )
+    assert (back.json()["action"], back.json()["active_profile_id"]) == ("rollback", pid)
+    history = http.get("/v1/learning/profiles/history", params={"scopes": "project"}).json()
+    assert [h["action"] for h in history] == ["rollback", "deactivate", "activate"]
+    assert [h["active_profile_id"] for h in history] == [pid, None, pid]
+    status = http.get(f"/v1/learning/profiles/{pid}").json()
+    assert (status["active"], status["latest_change"]) == (True, history[0])
+
+
+def test_two_keys_cannot_see_each_others_objects(seed_run: SeedRun) -> None:
+    alice = seed_run.http
+    bob = {"Authorization": shared.BOB["Authorization"]}  # replaces alice's default header
+    # bob stores, retrieves and judges his own memory
+    mine = alice.post(
+        "/v1/store", json={"content": "Bob's Quartz service runs on Nomad."}, headers=bob
+    )
+    bobs_node = mine.json()["node_id"]
+    found = alice.post("/v1/retrieve", json={"query": "Quartz Nomad"}, headers=bob).json()
+    assert [r["node"]["id"] for r in found["results"]] == [bobs_node]
+    bobs_request = found["metadata"]["request_id"]
+    judged = {"request_id": bobs_request, "labels": {bobs_node: True}}
+    bobs_feedback = alice.post("/v1/relevance", json=judged, headers=bob).json()["feedback_id"]
+    alices_feedback = alice.get("/v1/relevance", params={"limit": 1}).json()[0]["feedback_id"]
+    profile = alice.post(
+        "/v1/learning/profiles",
+        json={"proposal": seed_run.proposal, "holdout": seed_run.holdout},
+    ).json()
+    pid = profile["profile_id"]
+
+    # receipts and judgments: each sees only their own
+    assert alice.get(f"/v1/retrievals/{seed_run.judged_request_id}", headers=bob).status_code == 404
+    assert alice.get(f"/v1/retrievals/{bobs_request}").status_code == 404
+    assert alice.get(f"/v1/relevance/{alices_feedback}", headers=bob).status_code == 404
+    assert alice.get(f"/v1/relevance/{bobs_feedback}").status_code == 404
+    assert [r["feedback_id"] for r in alice.get("/v1/relevance", headers=bob).json()] == [
+        bobs_feedback
+    ]
+    assert bobs_feedback not in {
+        r["feedback_id"] for r in alice.get("/v1/relevance?limit=1000").json()
+    }
+    alices_hits = alice.post("/v1/retrieve", json={"query": "Quartz Nomad"}).json()["results"]
+    assert bobs_node not in {r["node"]["id"] for r in alices_hits}
+    # reports: bob cannot evaluate alice's receipts nor turn her reports into his profile
+    trials = seed_run.holdout["trials"]
+    gate2 = {
+        "scopes": ["project"],
+        "proposal_input_checksum": seed_run.proposal["input_checksum"],
+        "memory_artifact_sha256": seed_run.holdout["memory_artifact_sha256"],
+        "candidate_multipliers": seed_run.proposal["multipliers"],
+        "trials": trials,
+    }
+    foreign = alice.post("/v1/learning/evaluate-full-retrieval", json=gate2, headers=bob)
+    assert foreign.status_code == 422
+    assert "references a missing receipt" in foreign.json()["detail"]
+    own = alice.post("/v1/learning/evaluate", json={"scopes": ["project"]}, headers=bob).json()
+    assert (own["feedback_ids"], own["decision"]) == ([bobs_feedback], "insufficient_data")
+    stolen = alice.post(
+        "/v1/learning/profiles",
+        json={"proposal": seed_run.proposal, "holdout": seed_run.holdout},
+        headers=bob,
+    )
+    assert stolen.status_code == 422
+    assert "must belong to its owner" in stolen.json()["detail"]
+    # profiles, pointer and history
+    assert alice.get(f"/v1/learning/profiles/{pid}", headers=bob).status_code == 404
+    assert alice.get("/v1/learning/profiles", headers=bob).json() == []
+    assert (
+        alice.post(f"/v1/learning/profiles/{pid}/activate", json={}, headers=bob).status_code == 404
+    )
+    pointer = {"scopes": "project"}
+    assert alice.get("/v1/learning/profiles/active", params=pointer, headers=bob).json() is None
+    assert alice.get("/v1/learning/profiles/history", params=pointer, headers=bob).json() == []
+    # naming the other owner with your own key is refused
+    as_bob = alice.get("/v1/learning/profiles", params={"user_id": "bob"})
+    assert as_bob.status_code == 403

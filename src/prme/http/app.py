@@ -8,9 +8,14 @@ field), owner mismatch 403, missing or wrong key 401, anything unexpected 500 wi
 from __future__ import annotations
 
 import logging
+import math
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prme.client import MemoryClient
@@ -97,6 +102,34 @@ async def _no_receive() -> Message:  # pragma: no cover - a response never reads
     return {"type": "http.disconnect"}
 
 
+def _json_safe(value: Any) -> Any:
+    """Validation details echo the offending input; non-finite floats cannot be JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+async def _handle_validation(request: Request, exc: Exception) -> JSONResponse:
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    return JSONResponse({"detail": _json_safe(jsonable_encoder(errors))}, status_code=422)
+
+
+class ErrorBody(BaseModel):
+    """A 422 body: ``detail`` is ``"field: message"`` from the engine, or pydantic's list of
+    errors for a body or parameter that does not parse."""
+
+    detail: str | list[dict[str, Any]]
+
+
+VALIDATION_RESPONSE: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorBody, "description": "Invalid input; the detail names the field"}
+}
+
+
 def create_app(client: MemoryClient, config: APIConfig | None = None) -> FastAPI:
     """The HTTP API over ``client`` (OpenAPI at ``/openapi.json``, docs at ``/docs``).
 
@@ -115,9 +148,10 @@ def create_app(client: MemoryClient, config: APIConfig | None = None) -> FastAPI
     )
     app.state.client = client
     app.state.keys = KeyRing(api.user_keys)
-    app.include_router(routes.router)
-    app.include_router(learning_routes.router)
+    app.include_router(routes.router, responses=VALIDATION_RESPONSE)
+    app.include_router(learning_routes.router, responses=VALIDATION_RESPONSE)
     for error in (PRMEError, ValueError, PermissionError, Exception):
         app.add_exception_handler(error, _handle_error)
+    app.add_exception_handler(RequestValidationError, _handle_validation)
     app.add_middleware(BodySizeLimit, max_bytes=api.max_body_bytes)
     return app

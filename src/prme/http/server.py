@@ -50,6 +50,7 @@ def serve(
     config: PRMEConfig | None = None,
     *,
     log_level: str = "info",
+    postgres_url: str | None = None,
 ) -> None:
     """Serve the pack at ``path`` over HTTP until interrupted.
 
@@ -59,13 +60,14 @@ def serve(
         port: the TCP port.
         config: a PRMEConfig; by default read from the environment (``PRME_*``).
         log_level: uvicorn's log level.
+        postgres_url: serve the PostgreSQL pack at this URL instead of ``path``.
 
     Raises:
         InvalidInputError: a non-loopback ``host`` without user keys, or bad key settings.
     """
     settings = config or PRMEConfig()
     check_bind(host, settings)
-    with MemoryClient(path, config=settings) as client:
+    with MemoryClient(path, config=settings, postgres_url=postgres_url) as client:
         app = create_app(client, settings.api)
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=True)
 
@@ -76,9 +78,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"interface (default: {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (default: 8000)")
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
+    parser.add_argument("--postgres", default=None, help="PostgreSQL URL (instead of --path)")
     args = parser.parse_args(argv)
     try:
-        serve(args.path, args.host, args.port, log_level=args.log_level)
+        serve(args.path, args.host, args.port, log_level=args.log_level, postgres_url=args.postgres)
     except InvalidInputError as exc:
         parser.exit(2, f"error: {exc}\n")
 

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from prme.models.base import Frozen, NonBlankStr, UnitFloat, UTCDateTime
+from prme.models.base import FiniteFloat, Frozen, NonBlankStr, UnitFloat, UTCDateTime
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -44,7 +44,7 @@ class MemoryNode(Frozen):
     lifecycle_state: LifecycleState = LifecycleState.TENTATIVE
     decay_profile: DecayProfile = DecayProfile.MEDIUM
     last_reinforced_at: UTCDateTime
-    reinforcement_boost: float = Field(default=0.0, ge=0.0)
+    reinforcement_boost: FiniteFloat = Field(default=0.0, ge=0.0)
     pinned: bool = False
     evidence_refs: tuple[UUID, ...] = ()
     ttl_days: int | None = Field(default=None, ge=0)

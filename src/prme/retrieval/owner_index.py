@@ -190,8 +190,10 @@ class OwnerIndex:
     ) -> dict[int, int]:
         """Entity-graph expansion: position → hop (1..max_hops), seeds matched by name.
 
-        Each hop takes the lowest positions not yet found (at most ``limit`` in all) and the
-        next hop expands from the entities of the positions it took.
+        A name linked to more than ``limit`` memories (a hub, such as a speaker's name in a
+        conversation) cannot discriminate and is skipped. Each hop ranks the memories it reaches
+        by how many of the hop's names they mention (then by position), takes the best ones up
+        to ``limit`` in all, and the next hop expands from their entities.
         """
         found: dict[int, int] = {}
         seen = set(names)
@@ -199,15 +201,21 @@ class OwnerIndex:
         for hop in range(1, max_hops + 1):
             if not frontier or len(found) >= limit:
                 break
-            lists = [self.entity_positions[n] for n in frontier if n in self.entity_positions]
+            lists = []
+            for name in frontier:
+                positions = np.asarray(self.entity_positions.get(name, ()), dtype=np.int64)
+                positions = positions[positions < self.size]
+                positions = positions[mask[positions]]
+                if 0 < len(positions) <= limit:
+                    lists.append(positions)
             if not lists:
                 break
-            hits = np.unique(np.concatenate([np.asarray(x, dtype=np.int64) for x in lists]))
-            hits = hits[hits < self.size]
-            hits = hits[mask[hits]]
+            hits, counts = np.unique(np.concatenate(lists), return_counts=True)
             if found:
-                hits = hits[~np.isin(hits, np.fromiter(found, np.int64, len(found)))]
-            taken = hits[: limit - len(found)].tolist()
+                fresh = ~np.isin(hits, np.fromiter(found, np.int64, len(found)))
+                hits, counts = hits[fresh], counts[fresh]
+            order = np.lexsort((hits, -counts))
+            taken = hits[order][: limit - len(found)].tolist()
             for position in taken:
                 found[position] = hop
             next_names = {n for p in taken for n in self.entity_names[p]} - seen

@@ -27,6 +27,33 @@ from prme.retrieval.query import extract_entities
 from prme.validation import require_aware, require_owner, require_uuid
 
 MAX_CONTENT_BYTES = 1_000_000
+MAX_METADATA_DEPTH = 64
+MAX_TTL_DAYS = 1_000_000
+
+
+def _utf8(value: str, field: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(field, "must be valid Unicode text (no lone surrogates)") from None
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of JSON-like data, stopping once past ``limit``."""
+    stack = [(value, 1)]
+    deepest = 0
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        if isinstance(item, Mapping):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
 MAX_BATCH = 100_000
 
 CONFIDENCE_MATRIX: dict[tuple[EpistemicType, SourceType], float] = {
@@ -104,6 +131,7 @@ def build_node(
         raise InvalidInputError("content", "must be a string", content)
     if not content.strip():
         raise InvalidInputError("content", "must not be blank", content)
+    _utf8(content, "content")
     if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
         raise InvalidInputError("content", f"exceeds {MAX_CONTENT_BYTES} bytes")
     scopes = normalize_scope(scope, "scope")
@@ -112,6 +140,11 @@ def build_node(
     ntype = _enum(NodeType, node_type, "node_type")
     if not isinstance(role, str) or not role.strip():
         raise InvalidInputError("role", "must be a non-blank string", role)
+    _utf8(role, "role")
+    if session_id is not None:
+        if not isinstance(session_id, str):
+            raise InvalidInputError("session_id", "must be a string", session_id)
+        _utf8(session_id, "session_id")
     epistemic = (
         default_epistemic(role, ntype)
         if epistemic_type is None
@@ -144,20 +177,27 @@ def build_node(
     if metadata is not None:
         if not isinstance(metadata, Mapping):
             raise InvalidInputError("metadata", "must be a JSON object", metadata)
+        if _depth(metadata, MAX_METADATA_DEPTH) > MAX_METADATA_DEPTH:
+            raise InvalidInputError("metadata", f"must nest at most {MAX_METADATA_DEPTH} levels")
         try:
             meta = dict(metadata)
-            canonical_json(meta)
+            encoded = canonical_json(meta)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError("metadata", f"must be JSON-serializable ({exc})") from None
+        _utf8(encoded, "metadata")
     event = require_aware(event_time, "event_time")
     start = require_aware(valid_from, "valid_from") or now
     end = require_aware(valid_to, "valid_to")
     if end is not None and end < start:
         raise InvalidInputError("valid_to", "must not be before valid_from", valid_to)
     if ttl_days is not None and (
-        isinstance(ttl_days, bool) or not isinstance(ttl_days, int) or ttl_days < 0
+        isinstance(ttl_days, bool)
+        or not isinstance(ttl_days, int)
+        or not 0 <= ttl_days <= MAX_TTL_DAYS
     ):
-        raise InvalidInputError("ttl_days", "must be a nonnegative integer", ttl_days)
+        raise InvalidInputError(
+            "ttl_days", f"must be an integer from 0 to {MAX_TTL_DAYS}", ttl_days
+        )
     decay = DecayProfile.SLOW if ntype is NodeType.INSTRUCTION else DECAY_BY_EPISTEMIC[epistemic]
     try:
         return MemoryNode(

@@ -175,6 +175,12 @@ def retrieve(
     owner = require_owner(user_id)
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query", "must be a non-blank string", query)
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            "query", "must be valid Unicode text (no lone surrogates)"
+        ) from None
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInputError("query", f"must be at most {MAX_QUERY_CHARS} characters")
     scopes = normalize_scope(scope, "scope")

@@ -1,0 +1,400 @@
+"""check_pack: a full integrity check of one pack (``prme pack check``).
+
+Everything is read in one consistent snapshot and nothing is repaired or written:
+
+- ``sqlite``: ``PRAGMA integrity_check`` and the FTS5 index against the memories table;
+- ``memories``: every memory has exactly one vector of the pack's dimension and one lexical
+  row, its ``content_sha256`` matches its content, and no vector, lexical row or entity link
+  is orphaned;
+- ``oplog``: every operation's payload matches its checksum;
+- ``receipt``: every retrieval receipt parses, is canonical and replays its scores and order;
+- ``relevance``: every judgment verifies and is bound to a stored receipt with its checksum;
+- ``profile`` / ``report``: every ranking profile and evaluation report verifies, and every
+  attestation (including the reports embedded in profiles) was made by this pack's secret;
+- ``state`` / ``pointer``: every pointer transition verifies, each (owner, scope set) history is
+  one chain (each ``previous_profile_id`` is the prior ``active_profile_id``), and each pointer
+  resolves to an existing profile of the same scopes.
+
+The checks read the SQLite pack's tables directly; other backends are reported as unsupported.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, model_validator
+
+from prme.canonical import sha256_hex
+from prme.engine import Engine
+from prme.models.base import Frozen
+from prme.models.holdout import FullRetrievalEvaluation
+from prme.models.learning import LearningEvaluation
+from prme.models.profiles import RankingProfile, RankingProfileState
+from prme.models.scope import ScopeKey
+from prme.services import profiles, reports
+from prme.services.holdout import REPORT_OP as HOLDOUT_REPORT_OP
+from prme.services.learning import LEARNING_REPORT_OP
+from prme.services.receipts import RECEIPT_OP, parse_receipt
+from prme.services.relevance import RELEVANCE_OP, parse_record
+from prme.storage.base import OpRecord
+from prme.storage.sqlite import SQLiteStore
+
+CheckName = Literal[
+    "backend",
+    "sqlite",
+    "memories",
+    "oplog",
+    "receipt",
+    "relevance",
+    "profile",
+    "report",
+    "state",
+    "pointer",
+]
+FTS_CHECK = "INSERT INTO memories_fts(memories_fts, rank) VALUES('integrity-check', 1)"
+_REPORTS: dict[str, type[LearningEvaluation] | type[FullRetrievalEvaluation]] = {
+    LEARNING_REPORT_OP: LearningEvaluation,
+    HOLDOUT_REPORT_OP: FullRetrievalEvaluation,
+}
+
+
+class IntegrityProblem(Frozen):
+    """One thing that failed: which check, what it concerns (an operation or memory id, a
+    pointer), and why."""
+
+    check: CheckName
+    ref: str | None = None
+    message: str
+
+
+class IntegrityReport(Frozen):
+    """What :func:`check_pack` read and every problem it found (``ok`` when there are none)."""
+
+    pack_id: str
+    write_seq: int
+    memories: int
+    vectors: int
+    lexical_rows: int
+    operations: int
+    receipts: int
+    relevance_records: int
+    profiles: int
+    pointer_states: int
+    pointers: int
+    reports: int
+    other_operations: int
+    ok: bool
+    problems: tuple[IntegrityProblem, ...]
+
+    @model_validator(mode="after")
+    def _ok_means_no_problems(self) -> IntegrityReport:
+        if self.ok != (not self.problems):
+            raise ValueError("ok must be true exactly when there are no problems")
+        return self
+
+
+@dataclass
+class _Findings:
+    problems: list[IntegrityProblem] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, check: CheckName, ref: object, message: str) -> None:
+        self.problems.append(
+            IntegrityProblem(check=check, ref=None if ref is None else str(ref), message=message)
+        )
+
+    def verify(self, check: CheckName, ref: object, action: Callable[[], Any]) -> Any:
+        """Run one verification; any failure becomes a problem (None is returned)."""
+        try:
+            return action()
+        except Exception as exc:
+            self.add(check, ref, f"{type(exc).__name__}: {exc}")
+            return None
+
+
+def check_pack(engine: Engine) -> IntegrityReport:
+    """Check every table and every operation of the pack; never raises on a finding.
+
+    Returns an IntegrityReport whose ``problems`` list each failed check (empty: the pack is
+    sound). Only a pack that cannot be read at all raises (e.g. ``sqlite3.OperationalError``).
+    """
+    store = engine.store
+    found = _Findings()
+    if not isinstance(store, SQLiteStore):
+        found.add("backend", store.backend_name, "the integrity check supports sqlite packs only")
+        identity = store.pack_identity()
+        return _report(identity.pack_id, identity.write_seq, found)
+    with store.serialized("integrity"):  # the FTS5 check is an INSERT command: a write lock
+        try:
+            store.conn.execute(FTS_CHECK)
+        except sqlite3.DatabaseError as exc:
+            found.add("sqlite", "memories_fts", f"lexical index differs from memories ({exc})")
+    with store.read_snapshot() as identity:
+        for row in store.conn.execute("PRAGMA integrity_check(100)"):
+            if row[0] != "ok":
+                found.add("sqlite", None, str(row[0]))
+        _check_memories(store, found)
+        _check_operations(engine, store, found)
+    return _report(identity.pack_id, identity.write_seq, found)
+
+
+def _report(pack_id: str, write_seq: int, found: _Findings) -> IntegrityReport:
+    counts = found.counts
+    return IntegrityReport(
+        pack_id=pack_id,
+        write_seq=write_seq,
+        memories=counts["memories"],
+        vectors=counts["vectors"],
+        lexical_rows=counts["lexical_rows"],
+        operations=counts["operations"],
+        receipts=counts["receipts"],
+        relevance_records=counts["relevance_records"],
+        profiles=counts["profiles"],
+        pointer_states=counts["pointer_states"],
+        pointers=counts["pointers"],
+        reports=counts["reports"],
+        other_operations=counts["other_operations"],
+        ok=not found.problems,
+        problems=tuple(found.problems),
+    )
+
+
+# ------------------------------------------------------------------------------- memories
+def _scalar(store: SQLiteStore, sql: str) -> int:
+    return int(store.conn.execute(sql).fetchone()[0])
+
+
+def _check_memories(store: SQLiteStore, found: _Findings) -> None:
+    counts = found.counts
+    counts["memories"] = _scalar(store, "SELECT count(*) FROM memories")
+    counts["vectors"] = _scalar(store, "SELECT count(*) FROM vectors")
+    counts["lexical_rows"] = _scalar(store, "SELECT count(*) FROM memories_fts_docsize")
+    orphans = {
+        "memory without a vector": "SELECT m.id FROM memories m"
+        " LEFT JOIN vectors v ON v.rowid = m.rowid WHERE v.rowid IS NULL",
+        "memory without a lexical row": "SELECT m.id FROM memories m"
+        " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid WHERE d.id IS NULL",
+        "vector without a memory": "SELECT 'rowid ' || v.rowid FROM vectors v"
+        " LEFT JOIN memories m ON m.rowid = v.rowid WHERE m.rowid IS NULL",
+        "lexical row without a memory": "SELECT 'rowid ' || d.id FROM memories_fts_docsize d"
+        " LEFT JOIN memories m ON m.rowid = d.id WHERE m.rowid IS NULL",
+        "entity link without a memory": "SELECT e.name FROM entities e"
+        " LEFT JOIN memories m ON m.rowid = e.memory_rowid WHERE m.rowid IS NULL",
+    }
+    for message, sql in orphans.items():
+        for (ref,) in store.conn.execute(sql + " LIMIT 100"):
+            found.add("memories", ref, message)
+    dimension = (store.embedder_identity() or {}).get("dimension")
+    if dimension is None:
+        if counts["memories"]:
+            found.add("memories", None, "memories are stored but no embedder is bound")
+    else:
+        for (ref,) in store.conn.execute(
+            "SELECT 'rowid ' || rowid FROM vectors WHERE length(vec) != ? LIMIT 100",
+            (4 * int(dimension),),
+        ):
+            found.add("memories", ref, f"vector is not {dimension} float32 values")
+    for node_id, content, digest in store.conn.execute(
+        "SELECT id, content, content_sha256 FROM memories"
+    ):
+        if sha256_hex(content) != digest:
+            found.add("memories", node_id, "content does not match content_sha256")
+
+
+# ------------------------------------------------------------------------ operations log
+_OP_SQL = (
+    "SELECT seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum"
+    " FROM oplog ORDER BY seq"
+)
+
+
+@dataclass
+class _Ledger:
+    """What later checks need from earlier operations."""
+
+    receipts: dict[tuple[str, str], str] = field(default_factory=dict)  # → receipt checksum
+    unverified: set[tuple[str, str]] = field(default_factory=set)  # receipts that failed
+    bindings: list[tuple[OpRecord, str, str]] = field(default_factory=list)  # judgments
+    profiles: dict[tuple[str, uuid.UUID], RankingProfile] = field(default_factory=dict)
+    chains: dict[tuple[str, str], list[tuple[int, int, RankingProfileState]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+
+def _operations(store: SQLiteStore, found: _Findings, ledger: _Ledger) -> Iterator[OpRecord]:
+    """Every operation whose payload matches its checksum (the others become problems)."""
+    for row in store.conn.execute(_OP_SQL):
+        op = OpRecord(*row)
+        found.counts["operations"] += 1
+        if sha256_hex(op.payload) != op.checksum:
+            found.add("oplog", op.op_id, f"checksum mismatch ({op.op_type}, seq {op.seq})")
+            if op.op_type == RECEIPT_OP:
+                ledger.unverified.add((op.user_id, str(op.target_id)))
+            continue
+        yield op
+
+
+def _check_operations(engine: Engine, store: SQLiteStore, found: _Findings) -> None:
+    ledger = _Ledger()
+    for op in _operations(store, found, ledger):
+        handler = _HANDLERS.get(op.op_type)
+        if handler is None:
+            found.counts["other_operations"] += 1
+            continue
+        handler(engine, op, found, ledger)
+    for op, request_id, receipt_checksum in ledger.bindings:
+        stored = ledger.receipts.get((op.user_id, request_id))
+        if (op.user_id, request_id) in ledger.unverified:
+            found.add("relevance", op.op_id, f"judged receipt {request_id} fails verification")
+        elif stored is None:
+            found.add("relevance", op.op_id, f"judged receipt {request_id} is not stored")
+        elif stored != receipt_checksum:
+            found.add("relevance", op.op_id, f"receipt_checksum differs from receipt {request_id}")
+    _check_pointers(engine, found, ledger)
+
+
+def _receipt(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
+    found.counts["receipts"] += 1
+    if op.op_id != f"receipt:{op.target_id}":
+        found.add("receipt", op.op_id, "operation id does not name the receipt's request id")
+        return
+    receipt = found.verify(
+        "receipt",
+        op.op_id,
+        lambda: parse_receipt(op.payload, op.user_id, str(op.target_id), verify_canonical=True),
+    )
+    if receipt is None:
+        ledger.unverified.add((op.user_id, str(op.target_id)))
+    else:  # parsed with the exact score and order replay, and canonical
+        ledger.receipts[(op.user_id, str(op.target_id))] = receipt.checksum
+
+
+def _relevance(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
+    found.counts["relevance_records"] += 1
+    record = found.verify("relevance", op.op_id, lambda: parse_record(op, op.user_id))
+    if record is not None:
+        ledger.bindings.append((op, str(record.request_id), record.receipt_checksum))
+
+
+def _attested(engine: Engine, report: BaseModel) -> bool:
+    return reports.verify(engine, report)
+
+
+def _profile(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
+    found.counts["profiles"] += 1
+    try:
+        profile_id = uuid.UUID(str(op.target_id))
+    except ValueError:
+        found.add("profile", op.op_id, f"target {op.target_id!r} is not a profile id")
+        return
+    if op.op_id != profiles.profile_op_id(op.user_id, profile_id):
+        found.add("profile", op.op_id, "operation id does not match owner and profile id")
+        return
+    profile = found.verify(
+        "profile", op.op_id, lambda: profiles.load_profile(engine, op.user_id, profile_id)
+    )
+    if profile is None:
+        return
+    for name, report in (("proposal", profile.proposal), ("holdout", profile.holdout)):
+        if not _attested(engine, report):
+            found.add("profile", op.op_id, f"embedded {name} attestation does not verify")
+    ledger.profiles[(op.user_id, profile_id)] = profile
+
+
+def _report_op(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
+    found.counts["reports"] += 1
+    model = _REPORTS[op.op_type]
+    if op.op_id != f"{op.op_type}:{op.user_id}:{op.target_id}":
+        found.add("report", op.op_id, "operation id does not match owner and input checksum")
+        return
+    report = found.verify(
+        "report",
+        op.op_id,
+        lambda: reports.load(engine, op.op_type, model, op.user_id, str(op.target_id)),
+    )
+    if report is None:
+        return
+    if report.user_id != op.user_id or report.input_checksum != op.target_id:
+        found.add("report", op.op_id, "report owner or input_checksum does not match its record")
+    if not _attested(engine, report):
+        found.add("report", op.op_id, "attestation does not verify with this pack's secret")
+
+
+def _state(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
+    found.counts["pointer_states"] += 1
+    # The profile service's own verifier (checksum, owner, change id, target, time, namespace).
+    state = found.verify("state", op.op_id, lambda: profiles._parse_state(op, op.user_id))
+    if state is not None:
+        ledger.chains[(op.user_id, str(op.namespace))].append((op.created_at_us, op.seq, state))
+
+
+_HANDLERS: dict[str, Callable[[Engine, OpRecord, _Findings, _Ledger], None]] = {
+    RECEIPT_OP: _receipt,
+    RELEVANCE_OP: _relevance,
+    profiles.PROFILE_OP: _profile,
+    profiles.STATE_OP: _state,
+    LEARNING_REPORT_OP: _report_op,
+    HOLDOUT_REPORT_OP: _report_op,
+}
+
+
+# -------------------------------------------------------------------------------- pointers
+def _scope_text(key: ScopeKey) -> str:
+    return json.dumps(None if key is None else [s.value for s in key])
+
+
+def _check_pointers(engine: Engine, found: _Findings, ledger: _Ledger) -> None:
+    for (owner, _namespace), entries in sorted(ledger.chains.items()):
+        found.counts["pointers"] += 1
+        chain = [state for _, _, state in sorted(entries, key=lambda e: (e[0], e[1]))]
+        _check_chain(engine, found, ledger, owner, chain)
+
+
+def _check_chain(
+    engine: Engine,
+    found: _Findings,
+    ledger: _Ledger,
+    owner: str,
+    chain: list[RankingProfileState],
+) -> None:
+    """One pointer's transitions, oldest first: one chain, every target resolvable."""
+    key = chain[-1].scopes
+    ref = f"{owner} {_scope_text(key)}"
+    previous: uuid.UUID | None = None
+    for state in chain:
+        if state.scopes != key:
+            found.add("pointer", state.change_id, f"transition of {ref} has other scopes")
+        if state.previous_profile_id != previous:
+            found.add(
+                "pointer",
+                state.change_id,
+                f"history of {ref} is not one chain: previous_profile_id "
+                f"{state.previous_profile_id} after active {previous}",
+            )
+        target = state.active_profile_id
+        if target is not None:
+            profile = ledger.profiles.get((owner, target))
+            if profile is None or profile.scopes != state.scopes:
+                found.add(
+                    "pointer",
+                    state.change_id,
+                    f"{ref} names profile {target}, which is missing or has other scopes",
+                )
+            elif profile.application != state.application:
+                found.add("pointer", state.change_id, f"application differs from {target}")
+        previous = target
+    latest = found.verify("pointer", ref, lambda: profiles.latest_state(engine, owner, key))
+    if latest is not None and latest != chain[-1]:
+        found.add("pointer", ref, "the pointer's latest transition is not the chain's last")
+    scopes = None if key is None else list(key)
+    found.verify(
+        "pointer",
+        ref,
+        lambda: profiles.get_active_ranking_profile(engine, user_id=owner, scopes=scopes),
+    )

@@ -1,0 +1,820 @@
+"""The scale-out store: PostgreSQL with pgvector, shared by any number of API processes.
+
+It keeps the SQLite pack's tables and semantics (``storage/sqlite.py``), so the engine cannot
+tell them apart except through the feature identity (``storage: postgres``, ``lexical``):
+
+- **Pack identity** in ``meta``: pack id, attestation secret, content write and delete
+  sequences, the bound embedder. Every content write bumps ``write_seq`` in its own transaction.
+- **Memories, vectors, entity links** in tables; vectors are pgvector ``vector(d)`` (typed when
+  the pack's embedder is bound). Vector search is **exact** cosine in the in-process
+  :class:`OwnerIndex`, refreshed incrementally from ``write_seq`` exactly as on SQLite (the
+  feature identity says ``vector_search: exact``); no ANN index is used.
+- **One writer for content**: content writes take a pack-wide transaction-scoped advisory lock,
+  so row ids grow in commit order and the incremental index refresh never misses a row.
+- **Lexical search**: a ``tsvector`` and token count derived from the content on insert (a
+  trigger), a GIN index that always goes first (as FTS5's MATCH does), and BM25 computed in SQL
+  with FTS5's formula (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)), non-positive idf → 1e-6)
+  and FTS5's statistics (pack-wide document count, document frequency per term, token counts).
+  Raw scores equal SQLite's wherever both analyzers produce the same tokens. Known differences:
+  Snowball English (Porter2) stems instead of Porter, diacritics are removed through NFD rather
+  than unicode61's tables, and PostgreSQL keeps at most 256 positions per lexeme (term
+  frequency saturates there) and merges positions past 16383. Retrieval min-max normalizes the
+  scores over the candidate pool on both backends. Cost: PostgreSQL reads every matching row's
+  ``tsvector`` (O(matching documents)), so lexical candidates cost more than in FTS5.
+- **Operations log** append-only (a trigger rejects UPDATE, DELETE and TRUNCATE); inserts are
+  insert-if-absent and every read re-verifies the payload checksum.
+- ``serialized(key)``: one transaction holding ``pg_advisory_xact_lock`` on the first 8 bytes
+  of SHA-256 over (schema, key), so API servers on different hosts cannot both win a
+  compare-and-swap. ``read_snapshot()``: one REPEATABLE READ transaction.
+- A ``psycopg_pool`` pool; a thread's transaction pins one connection, and nested store calls
+  on that thread run inside it (like SQLite's ``_write()`` nesting).
+
+An unreachable server raises :class:`StorageUnavailableError` naming the storage; every write is
+one transaction, so nothing is ever half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import struct
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+from psycopg.adapt import Buffer, Dumper, Loader
+from psycopg.pq import Format
+from psycopg.types import TypeInfo
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from prme.canonical import canonical_bytes, canonical_json, sha256_hex
+from prme.errors import FrozenPackError, IntegrityError, InvalidInputError
+from prme.models.enums import Scope
+from prme.models.memory import MemoryNode
+from prme.models.receipt import PackIdentity
+from prme.retrieval.owner_index import OwnerIndex
+from prme.storage.base import OpRecord
+from prme.storage.migrations import (
+    LATEST_VERSION,
+    STORE_SCHEMA_VERSION,
+    Conn,
+    StorageUnavailableError,
+    applied_versions,
+    describe,
+    lock_key,
+    pack_schema,
+    upgrade_connection,
+    vector_schema,
+)
+from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
+from prme.storage.timeutil import opt_to_us, to_us
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+_OP_COLUMNS = "seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum"
+_MEMORY_COLUMNS = (
+    "rowid, id, user_id, scope, node_type, content, content_sha256, metadata, condition_state,"
+    " session_id, role, created_at, updated_at, event_time, valid_from, valid_to, confidence,"
+    " salience, confidence_base, salience_base, epistemic_type, source_type, lifecycle_state,"
+    " decay_profile, last_reinforced_at, reinforcement_boost, pinned, evidence_refs, ttl_days"
+)
+# Batches up to this size are pipelined INSERTs (few round trips); larger ones use COPY.
+_SMALL_BATCH = 32
+# Connection failures: no SQLSTATE (client side), class 08, or the server shutting down.
+_UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03")
+_SYNCHRONOUS_COMMIT = ("off", "local", "remote_write", "remote_apply", "on")
+
+
+class PgVector(bytes):
+    """A vector already encoded in pgvector's binary form (dimension, unused, big-endian f4)."""
+
+    @classmethod
+    def encode(cls, values: npt.NDArray[np.float32]) -> PgVector:
+        data = np.ascontiguousarray(values, dtype=">f4")
+        return cls(struct.pack(">HH", data.shape[0], 0) + data.tobytes())
+
+    @classmethod
+    def encode_rows(cls, vectors: npt.NDArray[np.float32], count: int) -> list[PgVector]:
+        data = np.ascontiguousarray(vectors[:count], dtype=">f4")
+        header = struct.pack(">HH", data.shape[1], 0)
+        return [cls(header + data[i].tobytes()) for i in range(count)]
+
+    @staticmethod
+    def decode_le(data: bytes) -> bytes:
+        """Little-endian float32 bytes (the SQLite pack's BLOB layout) of a binary vector."""
+        return np.frombuffer(data, dtype=">f4", offset=4).astype("<f4").tobytes()
+
+
+class _VectorDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> Buffer:
+        return bytes(obj)
+
+
+class _VectorLoader(Loader):
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+def _node_values(node: MemoryNode) -> tuple[Any, ...]:
+    condition = None
+    if node.metadata is not None and "condition_state" in node.metadata:
+        condition = str(node.metadata["condition_state"])
+    return (
+        str(node.id),
+        node.user_id,
+        node.scope.value,
+        node.node_type.value,
+        node.content,
+        sha256_hex(node.content),
+        None if node.metadata is None else canonical_json(node.metadata),
+        condition,
+        node.session_id,
+        node.role,
+        to_us(node.created_at),
+        to_us(node.updated_at),
+        opt_to_us(node.event_time),
+        to_us(node.valid_from),
+        opt_to_us(node.valid_to),
+        node.confidence,
+        node.salience,
+        node.confidence_base,
+        node.salience_base,
+        node.epistemic_type.value,
+        node.source_type.value,
+        node.lifecycle_state.value,
+        node.decay_profile.value,
+        to_us(node.last_reinforced_at),
+        node.reinforcement_boost,
+        bool(node.pinned),
+        json.dumps([str(r) for r in node.evidence_refs]),
+        node.ttl_days,
+    )
+
+
+def _verified(row: Sequence[Any]) -> OpRecord:
+    record = OpRecord(*row)
+    if sha256_hex(record.payload) != record.checksum:
+        raise IntegrityError(
+            f"operations log checksum mismatch for {record.op_type} {record.op_id}"
+        )
+    return record
+
+
+def bm25_idf(n_docs: int, df: int) -> float:
+    """FTS5's idf: ``ln((N - n + 0.5) / (n + 0.5))``, with non-positive values raised to 1e-6."""
+    idf = math.log((n_docs - df + 0.5) / (df + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+class PostgresStore:
+    """A memory pack in one PostgreSQL schema, shared by any number of processes.
+
+    Args:
+        url: a libpq URL, e.g. ``postgresql://prme:secret@db.internal/prme``.
+        schema: the pack's schema (one database may hold several packs); by default the
+            URL's ``options=-csearch_path=NAME``, else ``prme``.
+        frozen: refuse content writes (retrieval, receipts, judgments, reports still append).
+        tracer: receives every SQL statement (and ``BEGIN``/``COMMIT``/``ROLLBACK``).
+        min_size, max_size: connection pool bounds.
+        timeout: seconds to wait for a connection before :class:`StorageUnavailableError`.
+        upgrade: apply pending migrations on open (``prme db upgrade`` does it explicitly).
+        synchronous_commit: ``off`` (default) matches the SQLite pack's ``synchronous=NORMAL``
+            in WAL mode: a crash may lose the last moments of commits, never corrupts them;
+            ``on`` waits for the WAL flush on every commit (about one disk sync each).
+
+    Raises:
+        StorageUnavailableError: the server cannot be reached.
+        IntegrityError: the schema is behind and ``upgrade=False``.
+        InvalidInputError: a bad schema name, or pgvector missing and not installable.
+    """
+
+    backend_name = "postgres"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        frozen: bool = False,
+        tracer: Tracer | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 10.0,
+        upgrade: bool = True,
+        synchronous_commit: str = "off",
+    ) -> None:
+        if synchronous_commit not in _SYNCHRONOUS_COMMIT:
+            raise InvalidInputError(
+                "synchronous_commit", f"must be one of {', '.join(_SYNCHRONOUS_COMMIT)}"
+            )
+        self.synchronous_commit = synchronous_commit
+        self.url = url
+        self.schema = pack_schema(url, schema)
+        self.frozen = frozen
+        self.tracer = tracer
+        self.timeout = timeout
+        self.storage_name = describe(url, self.schema)
+        self._local = threading.local()
+        self._indexes: dict[str, OwnerIndex] = {}
+        self._index_lock = threading.Lock()
+        self._embedder: dict[str, Any] | None = None
+        self._closed = False
+        connect_timeout = max(1, math.ceil(timeout))
+        with (
+            self._guard(),
+            psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout) as conn,
+        ):
+            if upgrade:
+                upgrade_connection(conn, self.schema)
+            if LATEST_VERSION not in applied_versions(conn, self.schema):
+                raise IntegrityError(
+                    f"PostgreSQL pack schema {self.schema!r} is not at version {LATEST_VERSION};"
+                    " run `prme db upgrade`"
+                )
+            self._vector_schema = vector_schema(conn) or "public"
+            info = TypeInfo.fetch(conn, f"{self._vector_schema}.vector")
+        if info is None:
+            raise IntegrityError("the pgvector type 'vector' is missing")
+        self._vector_oid = info.oid
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True, "connect_timeout": connect_timeout},
+            configure=self._configure,
+            check=ConnectionPool.check_connection,
+            timeout=timeout,
+            name=f"prme-{self.schema}",
+            open=False,
+        )
+        try:
+            with self._guard():
+                self._pool.open(wait=True, timeout=timeout)
+            self.reload()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # ----------------------------------------------------------------- connections
+    @property
+    def lexical_identity(self) -> dict[str, Any]:
+        return {
+            "backend": "postgres-tsvector-bm25",
+            "tokenizer": "nfd-strip-marks alnum-split snowball-english no-stopwords",
+            "bm25": {"k1": BM25_K1, "b": BM25_B, "idf": "fts5"},
+            "normalization": "minmax",
+        }
+
+    def _configure(self, conn: Conn) -> None:
+        conn.execute(f"SET search_path TO {self.schema}, {self._vector_schema}")
+        conn.execute(f"SET synchronous_commit TO {self.synchronous_commit}")
+        dumper = type("PgVectorDumper", (_VectorDumper,), {"oid": self._vector_oid})
+        conn.adapters.register_dumper(PgVector, dumper)
+        conn.adapters.register_loader(self._vector_oid, _VectorLoader)
+
+    def _trace(self, sql: str) -> None:
+        if self.tracer is not None:
+            self.tracer(sql)
+
+    def _run(
+        self, conn: Conn, sql: str, params: Sequence[Any] | None = None, *, binary: bool = False
+    ) -> psycopg.Cursor[Any]:
+        self._trace(sql)
+        return conn.execute(sql, params, binary=binary)
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn "cannot reach the server" into one clear error naming the storage."""
+        try:
+            yield
+        except (PoolTimeout, PoolClosed) as exc:
+            raise StorageUnavailableError(self.storage_name, str(exc).strip()) from exc
+        except psycopg.OperationalError as exc:
+            state = exc.sqlstate
+            if state is None or state.startswith(_UNAVAILABLE_STATES):
+                detail = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise StorageUnavailableError(self.storage_name, detail) from exc
+            raise
+        except psycopg.InterfaceError as exc:
+            raise StorageUnavailableError(self.storage_name, str(exc).strip()) from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("store is closed")
+
+    @contextmanager
+    def _connection(self) -> Iterator[Conn]:
+        """The thread's transaction connection, or a pooled one for autocommit reads."""
+        conn: Conn | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            yield conn
+            return
+        self._check_open()
+        with self._guard(), self._pool.connection() as pooled:
+            yield pooled
+
+    @contextmanager
+    def transaction(self, *, snapshot: bool = False) -> Iterator[Conn]:
+        """One transaction pinned to this thread (REPEATABLE READ when ``snapshot``).
+
+        Nested calls on the same thread join the enclosing transaction, as SQLite's
+        ``_write()`` does; it commits when the outermost block ends and rolls back on error.
+        """
+        conn: Conn | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            yield conn
+            return
+        self._check_open()
+        with self._guard(), self._pool.connection() as pooled:
+            # psycopg opens the block with BEGIN [ISOLATION LEVEL REPEATABLE READ]
+            pooled.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
+            self._trace("BEGIN ISOLATION LEVEL REPEATABLE READ" if snapshot else "BEGIN")
+            try:
+                with pooled.transaction():
+                    self._local.conn = pooled
+                    self._local.locks = set()
+                    self._local.sequences = None
+                    self._local.snapshot = snapshot
+                    try:
+                        yield pooled
+                    finally:
+                        self._local.conn = None
+            except BaseException:
+                self._trace("ROLLBACK")
+                raise
+            finally:
+                pooled.isolation_level = None
+            self._trace("COMMIT")
+
+    def _fetchall(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self._connection() as conn:
+            return self._run(conn, sql, params).fetchall()
+
+    def _fetchone(self, sql: str, params: Sequence[Any] | None = None) -> tuple[Any, ...] | None:
+        with self._connection() as conn:
+            row: tuple[Any, ...] | None = self._run(conn, sql, params).fetchone()
+            return row
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    @contextmanager
+    def serialized(self, key: str) -> Iterator[None]:
+        """Serialize a read-check-append across processes and hosts (transaction-scoped lock)."""
+        with self.transaction() as conn:
+            self._lock(conn, key)
+            yield
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[PackIdentity]:
+        """A consistent read transaction (REPEATABLE READ); yields the pack identity it sees."""
+        with self.transaction(snapshot=True):
+            if self._local.snapshot and self._local.sequences is None:
+                self._local.sequences = self._read_sequences()  # fixed for the snapshot
+            yield self.pack_identity()
+
+    def _lock_content(self, conn: Conn) -> None:
+        self._lock(conn, "content")
+
+    def _lock(self, conn: Conn, key: str) -> None:
+        """Take the transaction-scoped advisory lock of ``key`` (once per transaction)."""
+        held: set[str] = self._local.locks
+        if key not in held:
+            self._run(conn, "SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, key),))
+            held.add(key)
+
+    def reload(self) -> None:
+        """Re-read the pack identity and secret and drop caches (after an import)."""
+        values = self._meta_values()
+        version = values.get("store_schema_version")
+        if version != STORE_SCHEMA_VERSION:
+            raise IntegrityError(f"unsupported pack schema version {version!r}")
+        self._secret = bytes.fromhex(values["secret"])
+        self._pack_id = values["pack_id"]
+        self._embedder = None
+        with self._index_lock:
+            self._indexes.clear()
+
+    def _meta_values(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self._fetchall("SELECT key, value FROM meta")}
+
+    def _meta(self, key: str) -> str:
+        row = self._fetchone("SELECT value FROM meta WHERE key = %s", (key,))
+        if row is None:
+            raise IntegrityError(f"pack metadata {key!r} is missing")
+        return str(row[0])
+
+    def _sequences(self) -> tuple[int, int]:
+        """``(write_seq, delete_seq)``; read once per snapshot (they cannot move inside one)."""
+        in_transaction = getattr(self._local, "conn", None) is not None
+        cached: tuple[int, int] | None = self._local.sequences if in_transaction else None
+        return cached or self._read_sequences()
+
+    def _read_sequences(self) -> tuple[int, int]:
+        rows = dict(
+            self._fetchall("SELECT key, value FROM meta WHERE key IN ('write_seq', 'delete_seq')")
+        )
+        return int(rows["write_seq"]), int(rows["delete_seq"])
+
+    def _bump(self, conn: Conn, *keys: str) -> None:
+        self._local.sequences = None
+        self._run(
+            conn,
+            "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = ANY(%s)",
+            (list(keys),),
+        )
+
+    # ------------------------------------------------------------ identity, secret
+    def pack_identity(self) -> PackIdentity:
+        return PackIdentity(pack_id=self._pack_id, write_seq=self._sequences()[0])
+
+    def attest(self, payload: Any) -> str:
+        return hmac.new(self._secret, canonical_bytes(payload), hashlib.sha256).hexdigest()
+
+    def verify_attestation(self, payload: Any, attestation: str) -> bool:
+        return hmac.compare_digest(self.attest(payload), attestation)
+
+    def embedder_identity(self) -> dict[str, Any] | None:
+        # Immutable once bound, so it is cached after the first successful read.
+        if self._embedder is None:
+            row = self._fetchone("SELECT value FROM meta WHERE key = 'embedder'")
+            self._embedder = None if row is None else dict(json.loads(row[0]))
+        return self._embedder
+
+    def bind_embedder(self, identity: dict[str, Any]) -> None:
+        """Record the pack's embedder on first use and type the vector column ``vector(d)``."""
+        if self._embedder is not None:  # bound already, and a binding never changes
+            return
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            if self._run(conn, "SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
+                self._refuse_if_frozen("bind embedder")
+                self._run(
+                    conn,
+                    "INSERT INTO meta(key, value) VALUES ('embedder', %s)",
+                    (canonical_json(identity),),
+                )
+                self._type_vectors(conn, identity)
+                self._bump(conn, "write_seq")
+
+    def _type_vectors(self, conn: Conn, identity: dict[str, Any] | None) -> None:
+        dimension = (identity or {}).get("dimension")
+        if isinstance(dimension, int) and dimension > 0:
+            self._run(conn, f"ALTER TABLE vectors ALTER COLUMN vec TYPE vector({dimension})")
+
+    def pack_digest(self) -> str:
+        """SHA-256 over the pack's retrieval-relevant content; equal to the SQLite pack's."""
+        digest = hashlib.sha256()
+        with self.read_snapshot(), self._connection() as conn:
+            digest.update(canonical_bytes({"embedder": self.embedder_identity()}))
+            names: dict[int, list[str]] = {}
+            for rowid, name in self._run(
+                conn, "SELECT memory_rowid, name FROM entities ORDER BY memory_rowid, name"
+            ):
+                names.setdefault(int(rowid), []).append(str(name))
+            rows = self._run(
+                conn,
+                f"SELECT m.rowid, {_NODE_COLUMNS}, v.vec FROM memories m"
+                " LEFT JOIN vectors v ON v.rowid = m.rowid ORDER BY m.id",
+                binary=True,
+            )
+            for row in rows:
+                node = _row_to_node(row[1:-1])
+                digest.update(b"\n")
+                digest.update(canonical_bytes({"node": node, "entities": names.get(row[0], [])}))
+                digest.update(b"\x00")
+                digest.update(b"" if row[-1] is None else PgVector.decode_le(row[-1]))
+        return digest.hexdigest()
+
+    # ---------------------------------------------------------------- content writes
+    def _refuse_if_frozen(self, operation: str) -> None:
+        if self.frozen:
+            raise FrozenPackError(operation)
+
+    def insert_memories(
+        self,
+        nodes: Sequence[MemoryNode],
+        vectors: npt.NDArray[np.float32],
+        entities: Sequence[Sequence[str]],
+    ) -> None:
+        self._refuse_if_frozen("store")
+        if not nodes:
+            return
+        rows = [_node_values(node) for node in nodes]
+        encoded = PgVector.encode_rows(vectors, len(nodes))
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            (first,) = self._run(
+                conn, "SELECT COALESCE(MAX(rowid), 0) + 1 FROM memories"
+            ).fetchone() or (1,)
+            last = first + len(rows) - 1
+            rowids = range(first, last + 1)
+            links = {  # one link per (owner, name, memory), as the primary key wants
+                (node.user_id, name, rowid): None
+                for rowid, node, names in zip(rowids, nodes, entities, strict=True)
+                for name in names
+            }
+            small = len(rows) <= _SMALL_BATCH
+            with conn.pipeline() if small else nullcontext():
+                self._bulk(
+                    conn,
+                    "memories",
+                    _MEMORY_COLUMNS,
+                    [(r, *row) for r, row in zip(rowids, rows, strict=True)],
+                    small,
+                )
+                self._bulk(
+                    conn, "vectors", "rowid, vec", list(zip(rowids, encoded, strict=True)), small
+                )
+                self._bulk(conn, "entities", "user_id, name, memory_rowid", list(links), small)
+                self._count_lexemes(conn, first, last, +1)
+                self._bump(conn, "write_seq")
+
+    def _bulk(
+        self, conn: Conn, table: str, columns: str, rows: Sequence[Sequence[Any]], small: bool
+    ) -> None:
+        """Insert rows: pipelined INSERTs for a small batch, COPY (binary for vectors) else."""
+        if not rows:
+            return
+        vectors = table == "vectors"
+        if small:
+            marks = ", ".join(["%s"] * (columns.count(",") + 1))
+            sql = f"INSERT INTO {table}({columns}) VALUES ({marks})"
+            sql = sql.replace("%s)", "%b)") if vectors else sql
+            self._trace(sql)
+            with conn.cursor() as cursor:
+                cursor.executemany(sql, rows)
+            return
+        sql = f"COPY {table}({columns}) FROM STDIN" + (" (FORMAT BINARY)" if vectors else "")
+        self._trace(sql)
+        with conn.cursor() as cursor, cursor.copy(sql) as copy:
+            if vectors:
+                copy.set_types(["int8", self._vector_oid])
+            for row in rows:
+                copy.write_row(row)
+
+    def _count_lexemes(self, conn: Conn, first: int, last: int, sign: int) -> None:
+        """Add (or remove) the documents ``first..last`` to the BM25 statistics."""
+        self._run(
+            conn,
+            "INSERT INTO lexemes(lexeme, df)"
+            " SELECT l.lexeme, %s * COUNT(*) FROM memories m,"
+            " unnest(tsvector_to_array(m.tsv)) AS l(lexeme)"
+            " WHERE m.rowid BETWEEN %s AND %s GROUP BY l.lexeme ORDER BY l.lexeme"
+            " ON CONFLICT (lexeme) DO UPDATE SET df = lexemes.df + EXCLUDED.df",
+            (sign, first, last),
+        )
+        self._run(
+            conn,
+            "UPDATE lexical_stats SET n_docs = n_docs + %s * s.docs,"
+            " n_tokens = n_tokens + %s * s.tokens FROM (SELECT COUNT(*) AS docs,"
+            " COALESCE(SUM(doc_len), 0) AS tokens FROM memories"
+            " WHERE rowid BETWEEN %s AND %s) AS s WHERE id = 1",
+            (sign, sign, first, last),
+        )
+
+    def delete_memory(self, user_id: str, node_id: str) -> bool:
+        self._refuse_if_frozen("delete")
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            row = self._run(
+                conn,
+                "SELECT rowid FROM memories WHERE id = %s AND user_id = %s",
+                (node_id, user_id),
+            ).fetchone()
+            if row is None:
+                return False
+            rowid = int(row[0])
+            self._count_lexemes(conn, rowid, rowid, -1)
+            self._run(conn, "DELETE FROM entities WHERE memory_rowid = %s", (rowid,))
+            self._run(conn, "DELETE FROM vectors WHERE rowid = %s", (rowid,))
+            self._run(conn, "DELETE FROM memories WHERE rowid = %s", (rowid,))
+            self._bump(conn, "write_seq", "delete_seq")
+        return True
+
+    # ------------------------------------------------------------------ memory reads
+    def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:
+        row = self._fetchone(
+            f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = %s AND user_id = %s",
+            (node_id, user_id),
+        )
+        return None if row is None else _row_to_node(row)
+
+    def list_memories(
+        self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
+    ) -> list[MemoryNode]:
+        sql = f"SELECT {_NODE_COLUMNS} FROM memories WHERE user_id = %s AND id > %s"
+        params: list[Any] = [user_id, after_id or ""]
+        if scopes is not None:
+            sql += " AND scope = ANY(%s)"
+            params.append([s.value for s in scopes])
+        sql += " ORDER BY id LIMIT %s"
+        params.append(limit)
+        return [_row_to_node(r) for r in self._fetchall(sql, params)]
+
+    def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
+        rows = self._fetchall(
+            f"SELECT rowid, {_NODE_COLUMNS} FROM memories WHERE rowid = ANY(%s)",
+            ([int(r) for r in rowids],),
+        )
+        return {int(r[0]): _row_to_node(r[1:]) for r in rows}
+
+    # ------------------------------------------------------------ candidate generation
+    def owner_index(self, user_id: str) -> OwnerIndex | None:
+        """The owner's column index, refreshed to the current write sequence (a fixed view)."""
+        dimension = (self.embedder_identity() or {}).get("dimension")
+        if dimension is None:
+            return None
+        with self.read_snapshot(), self._connection() as conn:
+            write_seq, delete_seq = self._sequences()
+            with self._index_lock:
+                index = self._indexes.get(user_id)
+                fresh = index is not None and index.write_seq >= write_seq
+                if index is not None and fresh and index.delete_seq == delete_seq:
+                    return index.snapshot()
+                if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
+                    index = OwnerIndex(int(dimension))
+                rows = self._run(
+                    conn,
+                    f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, v.vec FROM memories m"
+                    " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
+                    " ORDER BY m.rowid",
+                    (user_id, index.max_rowid),
+                    binary=True,
+                ).fetchall()
+                if rows:
+                    entities: dict[int, list[str]] = {}
+                    for rowid, name in self._run(
+                        conn,
+                        "SELECT memory_rowid, name FROM entities WHERE user_id = %s"
+                        " AND memory_rowid > %s ORDER BY memory_rowid, name",
+                        (user_id, index.max_rowid),
+                    ):
+                        entities.setdefault(int(rowid), []).append(str(name))
+                    raw = b"".join(bytes(r[-1])[4:] for r in rows)
+                    vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
+                    index.append(
+                        [_index_row(r) for r in rows],
+                        vectors.reshape(len(rows), int(dimension)),
+                        entities,
+                    )
+                index.write_seq = write_seq
+                index.delete_seq = delete_seq
+                self._indexes[user_id] = index
+                return index.snapshot()
+
+    def lexical_search(
+        self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
+    ) -> list[tuple[int, float]]:
+        """BM25 over the owner's memories with FTS5's formula: ``(rowid, score)``, best first."""
+        if not terms:
+            return []
+        with self._connection() as conn:
+            # One row per (query term, lexeme): FTS5 scores each query phrase separately.
+            found = self._run(
+                conn,
+                "SELECT t.ord, l.lexeme, COALESCE(x.df, 0), s.n_docs, s.n_tokens"
+                " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)"
+                " CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector("
+                "'prme_english'::regconfig, prme_lexical_text(t.term)))) AS l(lexeme)"
+                " LEFT JOIN lexemes x ON x.lexeme = l.lexeme CROSS JOIN lexical_stats s"
+                " ORDER BY t.ord, l.lexeme",
+                (list(terms),),
+            ).fetchall()
+            n_docs, n_tokens = (int(found[0][3]), int(found[0][4])) if found else (0, 0)
+            if n_docs == 0 or n_tokens == 0:
+                return []
+            query = [
+                (int(ord_), str(lexeme), bm25_idf(n_docs, int(df)))
+                for ord_, lexeme, df, _, _ in found
+                if "'" not in lexeme and "\\" not in lexeme
+            ]
+            if not query:
+                return []
+            ords, lexemes, idfs = (list(column) for column in zip(*query, strict=True))
+            tsquery = " | ".join(sorted({f"'{lexeme}'" for lexeme in lexemes}))
+            scope_sql, scope_params = "", []
+            if scopes is not None:
+                scope_sql = " AND h.scope = ANY(%s)"
+                scope_params = [sorted({s.value for s in scopes})]
+            # The exact arithmetic of FTS5's bm25(), summed in query-term order. The GIN
+            # index goes first (as FTS5's MATCH does), then the owner and scope filter.
+            rows = self._run(
+                conn,
+                "SELECT h.rowid, SUM(w.idf * ((u.tf * (%s + 1.0))"
+                " / (u.tf + %s * (1.0 - %s + %s * h.doc_len / %s))) ORDER BY w.ord)"
+                " AS score FROM prme_lexical_hits(%s::tsquery) AS h CROSS JOIN LATERAL"
+                " (SELECT lexeme, cardinality(positions)::float8 AS tf FROM unnest(h.tsv)) AS u"
+                " JOIN unnest(%s::int[], %s::text[], %s::float8[]) AS w(ord, lexeme, idf)"
+                " ON w.lexeme = u.lexeme"
+                f" WHERE h.user_id = %s{scope_sql}"
+                " GROUP BY h.rowid ORDER BY score DESC, h.rowid LIMIT %s",
+                [
+                    BM25_K1,
+                    BM25_K1,
+                    BM25_B,
+                    BM25_B,
+                    n_tokens / n_docs,
+                    tsquery,
+                    ords,
+                    lexemes,
+                    idfs,
+                    user_id,
+                    *scope_params,
+                    k,
+                ],
+            ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    # ---------------------------------------------------------------- operations log
+    def append_op(
+        self,
+        *,
+        op_id: str,
+        op_type: str,
+        user_id: str,
+        target_id: str | None,
+        namespace: str | None,
+        created_at_us: int,
+        payload: str,
+    ) -> bool:
+        """Insert if absent; returns False when ``op_id`` already exists (nothing overwritten)."""
+        with self._connection() as conn:
+            cursor = self._run(
+                conn,
+                "INSERT INTO oplog(op_id, op_type, user_id, target_id, namespace, created_at,"
+                " payload, checksum) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)"
+                " ON CONFLICT (op_id) DO NOTHING",
+                (
+                    op_id,
+                    op_type,
+                    user_id,
+                    target_id,
+                    namespace,
+                    created_at_us,
+                    payload,
+                    sha256_hex(payload),
+                ),
+            )
+            return cursor.rowcount == 1
+
+    def get_op(self, op_id: str) -> OpRecord | None:
+        row = self._fetchone(f"SELECT {_OP_COLUMNS} FROM oplog WHERE op_id = %s", (op_id,))
+        return None if row is None else _verified(row)
+
+    def find_ops(self, op_type: str, user_id: str, target_id: str | None = None) -> list[OpRecord]:
+        sql = f"SELECT {_OP_COLUMNS} FROM oplog WHERE op_type = %s AND user_id = %s"
+        params: list[Any] = [op_type, user_id]
+        if target_id is not None:
+            sql += " AND target_id = %s"
+            params.append(target_id)
+        return [_verified(r) for r in self._fetchall(sql + " ORDER BY seq", params)]
+
+    def iter_ops(
+        self,
+        op_type: str,
+        user_id: str,
+        *,
+        namespace: str | None = None,
+        after_target: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+        order_by_target: bool = False,
+    ) -> Iterator[OpRecord]:
+        sql = f"SELECT {_OP_COLUMNS} FROM oplog WHERE op_type = %s AND user_id = %s"
+        params: list[Any] = [op_type, user_id]
+        if namespace is not None:
+            sql += " AND namespace = %s"
+            params.append(namespace)
+        if after_target is not None:
+            sql += " AND target_id > %s"
+            params.append(after_target)
+        if order_by_target:
+            sql += " ORDER BY target_id, seq"
+        elif newest_first:
+            sql += " ORDER BY created_at DESC, seq DESC"
+        else:
+            sql += " ORDER BY created_at, seq"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        for row in self._fetchall(sql, params):
+            yield _verified(row)
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Delete a pack schema and everything in it (irreversible; tests use it to clean up)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {pack_schema(url, schema)} CASCADE")

@@ -1,0 +1,66 @@
+"""Storage backends by name: ``sqlite`` (the embedded pack) and ``postgres`` (scale-out)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from prme.errors import InvalidInputError
+from prme.storage.base import Store
+from prme.storage.sqlite import SQLiteStore, Tracer
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """What a backend may need: the pack directory (sqlite) or the server URL (postgres)."""
+
+    path: Path | None = None
+    url: str | None = None
+    frozen: bool = False
+    tracer: Tracer | None = None
+    busy_timeout_ms: int = 10000
+
+
+def _sqlite(options: StoreOptions) -> Store:
+    return SQLiteStore(
+        options.path or Path("."),
+        frozen=options.frozen,
+        busy_timeout_ms=options.busy_timeout_ms,
+        tracer=options.tracer,
+    )
+
+
+def _postgres(options: StoreOptions) -> Store:
+    if not options.url:
+        raise InvalidInputError("storage.postgres_url", "the postgres backend needs a URL")
+    try:
+        from prme.storage.postgres import PostgresStore
+    except ImportError as exc:  # the optional extra is not installed
+        raise InvalidInputError(
+            "storage.backend",
+            f"the postgres backend needs psycopg; install prme[postgres] ({exc.name} missing)",
+        ) from None
+    return PostgresStore(options.url, frozen=options.frozen, tracer=options.tracer)
+
+
+BACKENDS: dict[str, Callable[[StoreOptions], Store]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+}
+
+
+def make_store(name: str, options: StoreOptions) -> Store:
+    """Open the store of backend ``name``.
+
+    Raises:
+        InvalidInputError: an unknown backend (the message lists every valid name), a
+            missing URL, or the postgres extra not installed.
+    """
+    factory = BACKENDS.get(name)
+    if factory is None:
+        valid = ", ".join(sorted(BACKENDS))
+        raise InvalidInputError(
+            "storage.backend", f"unknown storage backend {name!r}; valid: {valid}", name
+        )
+    return factory(options)

@@ -1,0 +1,1 @@
+"""The reliability suite (a package, so its conftest does not replace ``tests/conftest.py``)."""

@@ -1,0 +1,209 @@
+"""The ``prme`` command line as users run it: a real ``python -m prme`` process per command.
+
+Each command runs once on its happy path and once on an error: exit status 1 with exactly one
+line ``error: ...`` on stderr, or click's usage error (exit status 2). The learning and profile
+commands work on a copy of the judged golden pack (``test_learning_workflow.golden``), so the
+gates pass on real evidence. Several commands share one test to amortize interpreter startup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_learning_workflow import HOLDOUT_TIME, OWNER, Golden, fresh_pack, golden
+
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("PRME_")},
+    "PRME_EMBEDDING__PROVIDER": "hash",
+    "PRME_SCORING__FUSION": "weighted",
+}
+PROJECT = ["--scope", "project"]
+
+
+def prme(*args: object, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "prme", *(str(a) for a in args)]
+    return subprocess.run(command, env=ENV, input=input, capture_output=True, text=True, timeout=60)
+
+
+def ok(*args: object, input: str | None = None) -> str:
+    done = prme(*args, input=input)
+    assert done.returncode == 0, (args, done.stderr)
+    return done.stdout
+
+
+def ok_json(*args: object, input: str | None = None) -> Any:
+    return json.loads(ok(*args, "--json", input=input))
+
+
+def fails(*args: object, input: str | None = None) -> str:
+    """Exit status 1, nothing on stdout, exactly one line ``error: ...`` on stderr."""
+    done = prme(*args, input=input)
+    assert done.returncode == 1, (args, done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    return done.stderr.strip()
+
+
+def usage_error(*args: object) -> str:
+    """click's usage error: exit status 2 and a usage message on stderr."""
+    done = prme(*args)
+    assert done.returncode == 2, (args, done.stdout, done.stderr)
+    assert done.stdout == "" and "Usage: prme" in done.stderr
+    return done.stderr
+
+
+@pytest.fixture
+def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
+    return golden(tmp_path_factory)
+
+
+def test_store_retrieve_receipt_and_judge(tmp_path: Path) -> None:
+    pack = ["--path", tmp_path / "pack", "--user-id", "alice"]
+    first = ok("store", "Aster keeps its data in PostgreSQL 16.", "--scope", "project", *pack)
+    first = first.strip()
+    assert str(uuid.UUID(first)) == first
+    lines = '"Aster used MySQL until 2024."\n{"content": "Aster deploys on Fridays."}\n'
+    more = ok_json("store", "--jsonl", "-", "--scope", "project", *pack, input=lines)
+    assert len(more) == 2 and first not in more
+    assert "TEXT or --jsonl" in fails("store", *pack)
+    assert fails("store", "--jsonl", "-", *pack, input="{oops\n").startswith(
+        "error: --jsonl line 1: not valid JSON"
+    )
+
+    response = ok_json("retrieve", "Which database does Aster use?", *PROJECT, *pack)
+    request_id = response["metadata"]["request_id"]
+    returned = [r["node"]["id"] for r in response["results"]]
+    assert first in returned and set(returned) <= {first, *more}
+    assert response["metadata"]["receipt_persisted"] is True
+    assert "--user-id" in usage_error("retrieve", "q", "--path", tmp_path / "pack")
+
+    receipt = ok_json("receipt", request_id, *pack)
+    assert (receipt["request_id"], receipt["query"]) == (
+        request_id,
+        "Which database does Aster use?",
+    )
+    assert [c["node_id"] for c in receipt["candidates"]][: len(returned)] == returned
+    missing = str(uuid.uuid4())
+    assert fails("receipt", missing, *pack) == f"error: Retrieval receipt not found: {missing}"
+
+    judged = ok("judge", "--request-id", request_id, "--label", f"{first}=true", *pack)
+    assert judged.strip().endswith(f": 1 labels on {request_id}")
+    bad = fails("judge", "--request-id", request_id, "--label", f"{first}=maybe", *pack)
+    assert "expected NODE=true or NODE=false" in bad
+
+
+def test_learning_profiles_and_pack_commands(gold: Golden, tmp_path: Path) -> None:
+    live = fresh_pack(gold.memories, tmp_path / "live")
+    frozen = fresh_pack(gold.memories, tmp_path / "frozen")
+    pack = ["--path", live, "--user-id", OWNER]
+
+    # pack digest and pack check: a copy has the same content digest; both read a pack.
+    digest = ok("pack", "digest", "--path", live).strip()
+    assert ok_json("pack", "digest", "--path", frozen) == {"pack_digest": digest}
+    assert ok_json("pack", "check", "--path", live)["ok"] is True
+    (tmp_path / "file").write_text("not a pack")
+    assert "is a file" in usage_error("pack", "digest", "--path", tmp_path / "file")
+    assert "is a file" in usage_error("pack", "check", "--path", tmp_path / "file")
+
+    # Gate 1 on the judged pack: the same report the library made, returned again.
+    proposal = ok_json("learn", "evaluate", *PROJECT, *pack)
+    assert proposal["decision"] == "improved_on_observed_candidates"
+    assert proposal["input_checksum"] == gold.proposal.input_checksum
+    (tmp_path / "bad.json").write_text("{not json")
+    assert "--config: not valid JSON" in fails(
+        "learn", "evaluate", "--config", tmp_path / "bad.json", *pack
+    )
+
+    # Gate 2 in the frozen copy, from the holdout queries as JSONL.
+    (tmp_path / "proposal.json").write_text(json.dumps(proposal))
+    queries = [
+        {"group_id": group, "query": text, "relevant_ids": relevant}
+        for group, text, relevant in gold.holdout_queries()
+    ]
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    holdout_args = ["learn", "holdout", "--proposal", tmp_path / "proposal.json", *PROJECT]
+    holdout = ok_json(
+        *holdout_args,
+        "--queries",
+        tmp_path / "queries.jsonl",
+        "--reference-time",
+        HOLDOUT_TIME.isoformat(),
+        "--artifact-sha256",
+        digest,
+        "--frozen",
+        "--path",
+        frozen,
+        "--user-id",
+        OWNER,
+    )
+    assert holdout["decision"] == "improved_full_retrieval"
+    assert holdout["ndcg_gain"] == gold.holdout.ndcg_gain
+    assert holdout["pack_digest"] == digest
+    assert "give either --queries FILE or --trials FILE" in fails(*holdout_args, *pack)
+
+    # learn create: a profile from the two reports; a mismatched pair is refused.
+    (tmp_path / "holdout.json").write_text(json.dumps(holdout))
+    (tmp_path / "weak.json").write_text(gold.weak_proposal.model_dump_json())
+    reports = ["--proposal", tmp_path / "proposal.json", "--holdout", tmp_path / "holdout.json"]
+    profile = ok_json("learn", "create", *reports, *pack)
+    profile_id = profile["profile_id"]
+    assert profile["proposal"]["input_checksum"] == proposal["input_checksum"]
+    mismatched = ["--proposal", tmp_path / "weak.json", "--holdout", tmp_path / "holdout.json"]
+    assert "holdout.proposal_input_checksum" in fails("learn", "create", *mismatched, *pack)
+
+    # profiles list / show / active before activation.
+    assert [p["profile_id"] for p in ok_json("profiles", "list", *pack)] == [profile_id]
+    assert "error: limit" in fails("profiles", "list", "--limit", "0", *pack)
+    shown = ok_json("profiles", "show", profile_id, *pack)
+    assert (shown["profile"]["profile_id"], shown["active"]) == (profile_id, False)
+    assert fails("profiles", "show", "not-a-uuid", *pack).startswith("error: profile_id")
+    assert ok_json("profiles", "active", *PROJECT, *pack) is None
+    assert "base scoring" in ok("profiles", "active", *PROJECT, *pack)
+    assert "'galaxy'" in usage_error("profiles", "active", "--scope", "galaxy", *pack)
+
+    # activate → applied on retrieval → deactivate → rollback.
+    missing = str(uuid.uuid4())
+    state = ok_json("profiles", "activate", profile_id, *pack)
+    assert (state["action"], state["active_profile_id"]) == ("activate", profile_id)
+    assert "not found" in fails("profiles", "activate", missing, *pack)
+    assert ok_json("profiles", "active", *PROJECT, *pack)["profile_id"] == profile_id
+    query = gold.holdout_queries()[0][1]
+    applied = ok_json("retrieve", query, *PROJECT, *pack)["metadata"]
+    assert (applied["ranking_profile_status"], applied["ranking_profile_id"]) == (
+        "applied",
+        profile_id,
+    )
+    state = ok_json("profiles", "deactivate", *PROJECT, *pack)
+    assert (state["action"], state["active_profile_id"]) == ("deactivate", None)
+    assert "change_id" in fails("profiles", "deactivate", "--change-id", "nope", *PROJECT, *pack)
+    state = ok_json("profiles", "rollback", profile_id, *PROJECT, *pack)
+    assert (state["action"], state["active_profile_id"]) == ("rollback", profile_id)
+    assert "--to-base" in fails("profiles", "rollback", *PROJECT, *pack)
+    history = ok_json("profiles", "history", *PROJECT, *pack)
+    assert [s["action"] for s in history] == ["rollback", "deactivate", "activate"]
+    assert "rollback" in ok("profiles", "history", *PROJECT, *pack)
+    assert "error: limit" in fails("profiles", "history", "--limit", "0", *PROJECT, *pack)
+
+    # learn report: a self-contained HTML file naming the profile.
+    out = tmp_path / "report.html"
+    assert ok("learn", "report", profile_id, "--out", out, *pack).strip() == str(out)
+    html = out.read_text("utf-8")
+    assert profile_id in html and html.count("<svg") >= 2
+    missing_report = fails("learn", "report", missing, "--out", tmp_path / "x.html", *pack)
+    assert missing_report == f"error: Ranking profile not found: {missing}"
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_version_and_unknown_command() -> None:
+    assert ok("--version").startswith("prme, version ")
+    assert "No such command 'nope'" in usage_error("nope")
+    listed = ok("--help")
+    for command in ("demo", "judge", "learn", "pack", "profiles", "receipt", "retrieve", "store"):
+        assert f"  {command} " in listed
