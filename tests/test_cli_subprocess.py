@@ -207,3 +207,15 @@ def test_version_and_unknown_command() -> None:
     listed = ok("--help")
     for command in ("demo", "judge", "learn", "pack", "profiles", "receipt", "retrieve", "store"):
         assert f"  {command} " in listed
+
+
+def test_pack_export_import_round_trip(tmp_path: Path) -> None:
+    source, target, dump = tmp_path / "source", tmp_path / "target", tmp_path / "pack.jsonl"
+    ok("store", "--path", source, "--user-id", OWNER, "Aster stores its data in PostgreSQL.")
+    ok("retrieve", "--path", source, "--user-id", OWNER, "Which database does Aster use?")
+    ok("pack", "export", "--path", source, dump)
+    ok("pack", "import", "--path", target, dump)
+    digest = ok("pack", "digest", "--path", source).strip()
+    assert ok("pack", "digest", "--path", target).strip() == digest
+    assert ok_json("pack", "check", "--path", target, "--json")["ok"] is True
+    assert fails("pack", "import", "--path", target, dump)  # a pack that is not empty

@@ -95,6 +95,7 @@ def test_list_limit_bounds(client: MemoryClient) -> None:
     assert client.list(user_id="alice", limit=1000) == []
 
 
+@pytest.mark.sqlite_only
 def test_pack_keeps_its_embedder(make_client: ClientFactory, pack_path: Path) -> None:
     first = make_client()
     first.store("Aster uses PostgreSQL", user_id="alice")
@@ -124,6 +125,7 @@ def _oplog_rows(pack_path: Path) -> int:
     return count
 
 
+@pytest.mark.sqlite_only
 def test_frozen_pack(make_client: ClientFactory, pack_path: Path) -> None:
     writer = make_client()
     kept = writer.store("Aster uses PostgreSQL", user_id="alice")

@@ -30,6 +30,9 @@ EXPECTED = {
     "profiles rollback",
     "pack digest",
     "pack check",
+    "pack export",
+    "pack import",
+    "db upgrade",
 }
 
 
@@ -71,8 +74,15 @@ def test_help_runs_for_every_command() -> None:
 def test_pack_commands_share_the_path_user_and_json_options() -> None:
     for path, command in commands(main):
         names = {p.name for p in command.params}
-        if path in {"serve", "mcp", "learn report", "pack digest", "pack check"} or isinstance(
-            command, click.Group
-        ):
+        if path in {
+            "serve",
+            "mcp",
+            "learn report",
+            "pack digest",
+            "pack check",
+            "pack export",
+            "pack import",
+            "db upgrade",
+        } or isinstance(command, click.Group):
             continue
         assert {"path", "user_id", "as_json"} <= names, path

@@ -8,7 +8,6 @@ run the holdout there (gate 2). The profile tests reuse its reports on fresh cop
 
 from __future__ import annotations
 
-import shutil
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeClock, make_config
+from conftest import FakeClock, copy_pack, make_config, open_pack
 from seed_blocks import BLOCK_4 as SEED_BLOCK_4
 from seed_blocks import BLOCK_5 as SEED_BLOCK_5
 
@@ -85,7 +84,7 @@ def holdout_queries(workload: Workload, ids: dict[str, str]) -> list[tuple[str, 
 
 def open_client(path: Path, clock: Callable[[], datetime], **kwargs: Any) -> MemoryClient:
     kwargs.setdefault("config", make_config())
-    return MemoryClient(path, clock=clock, **kwargs)
+    return open_pack(path, clock=clock, **kwargs)
 
 
 def judge_learning_queries(
@@ -115,7 +114,7 @@ def _build(root: Path) -> Golden:
         ids = {m.key: node_id for m, node_id in zip(workload.memories, stored, strict=True)}
         judge_learning_queries(memory, workload)
         judge_learning_queries(memory, workload, unfiltered=True, count=UNFILTERED_JUDGED)
-    shutil.copytree(root / "memories", root / "before-gate1")
+    copy_pack(root / "memories", root / "before-gate1")
     with open_client(root / "memories", clock) as memory:
         proposal = memory.evaluate_learning(user_id=OWNER, scopes=SCOPES)
         weak = memory.evaluate_learning(user_id=OWNER, scopes=SCOPES, config=WEAK)
@@ -123,7 +122,7 @@ def _build(root: Path) -> Golden:
         unfiltered = memory.evaluate_learning(user_id=OWNER, scopes=None, config=SMALL)
     queries = holdout_queries(workload, ids)
     extra = queries[:EXTRA_HOLDOUT_GROUPS]
-    shutil.copytree(root / "memories", root / "frozen")
+    copy_pack(root / "memories", root / "frozen")
     with open_client(root / "frozen", clock, frozen=True) as memory:
         digest = memory.pack_digest()
         holdout = memory.run_full_retrieval_holdout(
@@ -152,7 +151,7 @@ def _build(root: Path) -> Golden:
             memory_artifact_sha256=digest,
             config=QUICK,
         )
-    shutil.copytree(root / "memories", root / "chain")  # the same content: the same digest
+    copy_pack(root / "memories", root / "chain")  # the same content: the same digest
     with open_client(root / "chain", clock) as memory:
         weak_profile = memory.create_ranking_profile(weak, weak_holdout, user_id=OWNER)
         memory.activate_ranking_profile(weak_profile.profile_id, user_id=OWNER)
@@ -192,7 +191,7 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> Golden:
 
 def fresh_pack(source: Path, target: Path) -> Path:
     """A byte copy of a pack directory (it shares the source's secret, like a frozen copy)."""
-    shutil.copytree(source, target)
+    copy_pack(source, target)
     return target
 
 
@@ -306,6 +305,7 @@ def seed_directory(gold: Golden, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     yield tmp_path
 
 
+@pytest.mark.sqlite_only
 def test_seed_blocks_4_and_5_run_as_written(gold: Golden, seed_directory: Path) -> None:
     namespace: dict[str, Any] = {
         "MemoryClient": MemoryClient,

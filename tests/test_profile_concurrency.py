@@ -79,6 +79,7 @@ def wait_for(paths: list[Path], timeout: float = 60.0) -> None:
         time.sleep(0.001)
 
 
+@pytest.mark.sqlite_only
 def test_two_processes_activating_from_one_baseline_exactly_one_wins(
     memory: MemoryClient, gold: Golden, pack: Path, tmp_path: Path
 ) -> None:
@@ -157,6 +158,7 @@ def test_threads_activating_from_one_baseline_exactly_one_wins(
     assert history == won
 
 
+@pytest.mark.sqlite_only
 def test_the_compare_and_swap_runs_inside_begin_immediate(
     memory: MemoryClient, gold: Golden, make_client: Callable[..., MemoryClient]
 ) -> None:

@@ -267,6 +267,7 @@ def test_pointer_with_mismatched_scopes_fails_closed(
     assert_fails_closed(memory)
 
 
+@pytest.mark.sqlite_only
 def test_pointer_changed_on_disk_fails_closed(
     memory: MemoryClient,
     active: RankingProfile,

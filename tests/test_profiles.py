@@ -376,6 +376,7 @@ def test_reads_verify_owner_identity_scopes_and_canonical_form(
     assert memory.get_ranking_profile(profile.profile_id, user_id=OWNER) == profile
 
 
+@pytest.mark.sqlite_only
 def test_a_record_changed_on_disk_is_detected(
     memory: MemoryClient, gold: Golden, pack: Path
 ) -> None:

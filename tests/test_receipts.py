@@ -155,6 +155,7 @@ def test_rrf_scores_follow_formula_2(make_client: ClientFactory) -> None:
         assert c.score == expected
 
 
+@pytest.mark.sqlite_only
 def test_round_trip_through_canonical_json(client: MemoryClient) -> None:
     fill(client)
     response = client.retrieve(
@@ -222,6 +223,7 @@ def _stored_receipt(client: MemoryClient) -> tuple[Any, str]:
     return response.metadata.request_id, payload
 
 
+@pytest.mark.sqlite_only
 def test_tampered_payload_raises(client: MemoryClient, pack_path: Path) -> None:
     request, payload = _stored_receipt(client)
     _rewrite(pack_path, payload.replace('"query":"Aster"', '"query":"Astor"'), fix_checksum=False)
@@ -229,6 +231,7 @@ def test_tampered_payload_raises(client: MemoryClient, pack_path: Path) -> None:
         client.get_retrieval_receipt(request, user_id="alice")
 
 
+@pytest.mark.sqlite_only
 def test_non_canonical_payload_raises(client: MemoryClient, pack_path: Path) -> None:
     request, payload = _stored_receipt(client)
     spaced = json.dumps(json.loads(payload), indent=1)
@@ -237,6 +240,7 @@ def test_non_canonical_payload_raises(client: MemoryClient, pack_path: Path) -> 
         client.get_retrieval_receipt(request, user_id="alice")
 
 
+@pytest.mark.sqlite_only
 def test_foreign_identity_in_payload_raises(client: MemoryClient, pack_path: Path) -> None:
     request, payload = _stored_receipt(client)
     forged = canonical_json({**json.loads(payload), "user_id": "mallory"})
@@ -245,6 +249,7 @@ def test_foreign_identity_in_payload_raises(client: MemoryClient, pack_path: Pat
         client.get_retrieval_receipt(request, user_id="alice")
 
 
+@pytest.mark.sqlite_only
 def test_edited_score_fails_replay(client: MemoryClient, pack_path: Path) -> None:
     request, payload = _stored_receipt(client)
     data = json.loads(payload)

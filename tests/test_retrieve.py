@@ -78,6 +78,7 @@ def test_scope_none_one_many(seeded: MemoryClient) -> None:
         (b"project", "scope must be a scope name"),
     ],
 )
+@pytest.mark.sqlite_only
 def test_invalid_scope(client: MemoryClient, pack_path: Path, scope: Any, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message) as info:
         client.retrieve("anything", user_id="alice", scope=scope)
@@ -137,6 +138,7 @@ BAD_REQUESTS: list[tuple[dict[str, Any], str, str]] = [
 
 
 @pytest.mark.parametrize(("kwargs", "field", "message"), BAD_REQUESTS)
+@pytest.mark.sqlite_only
 def test_bad_requests_name_the_field_and_write_nothing(
     seeded: MemoryClient, pack_path: Path, kwargs: dict[str, Any], field: str, message: str
 ) -> None:
@@ -155,6 +157,7 @@ def test_multiplier_bounds_are_inclusive(seeded: MemoryClient, value: float) -> 
     assert response.metadata.ranking_multipliers == RankingMultipliers(lexical=value)
 
 
+@pytest.mark.sqlite_only
 def test_rrf_rejects_non_neutral_multipliers_before_any_work(
     make_client: ClientFactory, pack_path: Path
 ) -> None:
@@ -489,6 +492,7 @@ def test_cross_scope_hints_are_not_results_or_receipt(seeded: MemoryClient) -> N
 
 
 # --------------------------------------------------------- receipt persistence
+@pytest.mark.sqlite_only
 def test_receipt_persisted_false_when_the_write_fails(
     seeded: MemoryClient, pack_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

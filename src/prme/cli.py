@@ -9,6 +9,7 @@ and exit with status 1. Owners come from ``--user-id`` or ``PRME_USER_ID``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import sys
@@ -775,3 +776,52 @@ def pack_check(target: Target) -> None:
     target.show(report, render)
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+@pack.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@pack_command(user=False)
+def pack_export(target: Target, file: Path) -> None:
+    """Write the whole pack, secret included, to FILE (JSON Lines) for ``prme pack import``."""
+    with target.open() as memory, busy("exporting the pack"):
+        summary = memory.export_pack(file)
+    shown = dataclasses.asdict(summary)
+    target.show(shown, lambda: _pairs(list(shown.items())))
+
+
+@pack.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@pack_command(user=False)
+def pack_import(target: Target, file: Path) -> None:
+    """Load FILE (from ``prme pack export``) into an empty pack; PRME_STORAGE__POSTGRES_URL
+    selects PostgreSQL."""
+    with target.open() as memory, busy("importing the pack"):
+        summary = memory.import_pack(file)
+    shown = dataclasses.asdict(summary)
+    target.show(shown, lambda: _pairs(list(shown.items())))
+
+
+@main.group(cls=_Group)
+def db() -> None:
+    """PostgreSQL schema commands."""
+
+
+@db.command("upgrade")
+@click.option(
+    "--postgres",
+    "postgres_url",
+    envvar="PRME_STORAGE__POSTGRES_URL",
+    required=True,
+    help="PostgreSQL URL (env PRME_STORAGE__POSTGRES_URL).",
+)
+@click.option("--schema", help="Pack schema (default: the URL's search_path option, else prme).")
+@json_option
+def db_upgrade(postgres_url: str, schema: str | None, as_json: bool) -> None:
+    """Apply pending PostgreSQL schema migrations (versioned, idempotent)."""
+    from prme.storage.migrations import upgrade
+
+    applied = upgrade(postgres_url, schema=schema)
+    if as_json:
+        emit_json({"applied": applied})
+    else:
+        click.echo(f"applied migrations {applied}" if applied else "the schema is up to date")

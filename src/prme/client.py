@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import IO, Any, ParamSpec, TypeVar
 
 from prme.config import PRMEConfig
 from prme.embed.base import Embedder
@@ -39,9 +39,11 @@ from prme.services import memories, receipts, retrieval
 from prme.services import profiles as profile_service  # ranking profiles
 from prme.services import relevance as relevance_service  # relevance judgments
 from prme.services.integrity import IntegrityReport  # pack integrity
+from prme.storage import transfer
 from prme.storage.base import Store
 from prme.storage.registry import StoreOptions, make_store
 from prme.storage.sqlite import Tracer
+from prme.storage.transfer import TransferSummary
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -237,6 +239,27 @@ class MemoryClient:
             sqlite3.OperationalError: the pack cannot be read at all.
         """
         return integrity_service.check_pack(self.engine)
+
+    # ---- pack transfer (storage/transfer.py) -------------------------------------------
+    def export_pack(self, target: str | Path | IO[str]) -> TransferSummary:
+        """Write the whole pack (memories, vectors, entity links, the operations log, the pack's
+        identity and secret) as JSON Lines, for :meth:`import_pack`.
+
+        Raises:
+            IntegrityError: a stored record fails its checksum.
+        """
+        return transfer.export_pack(self.engine.store, target)
+
+    def import_pack(self, source: str | Path | IO[str]) -> TransferSummary:
+        """Load an export into this empty pack in one transaction; receipts keep their checksums
+        and attestations stay valid because the secret moves with the pack.
+
+        Raises:
+            InvalidInputError: the pack is not empty or the file is not an export.
+            IntegrityError: a record in the file fails its checksum.
+            FrozenPackError: the pack is open frozen.
+        """
+        return transfer.import_pack(self.engine.store, source)
 
     # ---- relevance judgments (services/relevance.py) ---------------------------------
     def record_relevance(

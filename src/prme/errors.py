@@ -68,6 +68,15 @@ class AuthenticationError(PRMEError, PermissionError):
         super().__init__("Invalid or missing API key")
 
 
+class StorageUnavailableError(PRMEError, ConnectionError):
+    """The storage server cannot be reached; ``storage`` names it (never with a password)."""
+
+    def __init__(self, storage: str, detail: str) -> None:
+        self.storage = storage
+        self.detail = detail
+        super().__init__(f"storage unavailable: {storage}: {detail}")
+
+
 # One table, resolved along the exception's MRO, maps errors to HTTP status; MCP and the CLI
 # reuse it so the same mistake reads the same on every surface.
 HTTP_STATUS: dict[type[BaseException], int] = {
@@ -77,6 +86,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     NotFoundError: 404,
     StaleRankingProfileError: 409,
     FrozenPackError: 409,
+    StorageUnavailableError: 503,
     IntegrityError: 500,
     ValueError: 422,
 }
@@ -92,4 +102,5 @@ def http_status_for(exc: BaseException) -> int:
 
 def public_message(exc: BaseException) -> str:
     """What a surface may show: the message of an expected error, nothing internal otherwise."""
-    return str(exc) if http_status_for(exc) < 500 else "Internal server error"
+    status = http_status_for(exc)
+    return str(exc) if status < 500 or status == 503 else "Internal server error"

@@ -460,6 +460,7 @@ def test_a_frozen_pack_refuses_writes_but_appends_evidence(
     assert report.write_seq == before.write_seq
 
 
+@pytest.mark.sqlite_only
 def test_a_frozen_copy_shares_pack_id_and_secret(
     make_client: Callable[..., MemoryClient], pack_path: Path, tmp_path: Path
 ) -> None:

@@ -23,12 +23,11 @@ from conftest import BACKENDS, FakeClock, make_config, open_pack, postgres_schem
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from prme import FrozenPackError, IntegrityError, MemoryClient, PRMEConfig
-from prme.errors import InvalidInputError
+from prme.errors import InvalidInputError, StorageUnavailableError
 from prme.models.enums import Scope
 from prme.storage import migrations
 from prme.storage.postgres import (
     PostgresStore,
-    StorageUnavailableError,
     bm25_idf,
     drop_schema,
 )

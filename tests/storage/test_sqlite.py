@@ -18,6 +18,7 @@ from prme.retrieval.owner_index import OwnerIndex
 from prme.storage.sqlite import DB_FILE, SQLiteStore
 
 ClientFactory = Callable[..., MemoryClient]
+pytestmark = pytest.mark.sqlite_only  # the SQLite file itself
 
 
 def raw(path: Path) -> sqlite3.Connection:

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from prme.errors import InvalidInputError, PRMEError
+from prme.errors import InvalidInputError, StorageUnavailableError
 
 DEFAULT_SCHEMA = "prme"
 STORE_SCHEMA_VERSION = "1"
@@ -33,15 +33,6 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _MIGRATION_LOCK = "prme:migrations"
 
 Conn = psycopg.Connection[Any]
-
-
-class StorageUnavailableError(PRMEError, ConnectionError):
-    """The storage server cannot be reached; ``storage`` names it (never with a password)."""
-
-    def __init__(self, storage: str, detail: str) -> None:
-        self.storage = storage
-        self.detail = detail
-        super().__init__(f"storage unavailable: {storage}: {detail}")
 
 
 def describe(url: str, schema: str) -> str:

@@ -54,7 +54,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from prme.canonical import canonical_bytes, canonical_json, sha256_hex
-from prme.errors import FrozenPackError, IntegrityError, InvalidInputError
+from prme.errors import FrozenPackError, IntegrityError, InvalidInputError, StorageUnavailableError
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
@@ -64,7 +64,6 @@ from prme.storage.migrations import (
     LATEST_VERSION,
     STORE_SCHEMA_VERSION,
     Conn,
-    StorageUnavailableError,
     applied_versions,
     describe,
     lock_key,
