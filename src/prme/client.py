@@ -8,45 +8,42 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, ParamSpec, TypeVar
+from typing import IO, Any
 
 from prme.config import PRMEConfig
 from prme.embed.base import Embedder
 from prme.embed.registry import make_embedder
 from prme.engine import Engine, utc_now
 from prme.models.enums import NodeType, RetrievalMode, SourceType
-from prme.models.holdout import (  # learning gate 2
+from prme.models.holdout import (
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
     FullRetrievalTrial,
 )
-from prme.models.learning import LearningConfig, LearningEvaluation  # learning gate 1
+from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.memory import MemoryNode, StoreReceipt
-from prme.models.profiles import (  # ranking profiles
+from prme.models.profiles import (
     RankingProfile,
     RankingProfileState,
     RankingProfileStatus,
 )
 from prme.models.receipt import RetrievalReceipt
-from prme.models.relevance import RelevanceRecord, RelevanceSubmission  # relevance judgments
+from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
-from prme.services import holdout as gate2_service  # learning gate 2
-from prme.services import integrity as integrity_service  # pack integrity
-from prme.services import learning as gate1_service  # learning gate 1
+from prme.services import holdout as gate2_service
+from prme.services import integrity as integrity_service
+from prme.services import learning as gate1_service
 from prme.services import memories, receipts, retrieval
-from prme.services import profiles as profile_service  # ranking profiles
-from prme.services import relevance as relevance_service  # relevance judgments
-from prme.services.integrity import IntegrityReport  # pack integrity
+from prme.services import profiles as profile_service
+from prme.services import relevance as relevance_service
+from prme.services.integrity import IntegrityReport
 from prme.storage import transfer
 from prme.storage.base import Store
 from prme.storage.registry import StoreOptions, make_store
 from prme.storage.sqlite import Tracer
 from prme.storage.transfer import TransferSummary
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 class MemoryClient:
