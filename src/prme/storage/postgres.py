@@ -71,12 +71,12 @@ from prme.storage.migrations import (
     upgrade_connection,
     vector_schema,
 )
+from prme.storage.oplog_sql import OP_COLUMNS, select_ops
 from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
 from prme.storage.timeutil import opt_to_us, to_us
 
 BM25_K1 = 1.2
 BM25_B = 0.75
-_OP_COLUMNS = "seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum"
 _MEMORY_COLUMNS = (
     "rowid, id, user_id, scope, node_type, content, content_sha256, metadata, condition_state,"
     " session_id, role, created_at, updated_at, event_time, valid_from, valid_to, confidence,"
@@ -770,16 +770,12 @@ class PostgresStore:
             return cursor.rowcount == 1
 
     def get_op(self, op_id: str) -> OpRecord | None:
-        row = self._fetchone(f"SELECT {_OP_COLUMNS} FROM oplog WHERE op_id = %s", (op_id,))
+        row = self._fetchone(f"SELECT {OP_COLUMNS} FROM oplog WHERE op_id = %s", (op_id,))
         return None if row is None else _verified(row)
 
     def find_ops(self, op_type: str, user_id: str, target_id: str | None = None) -> list[OpRecord]:
-        sql = f"SELECT {_OP_COLUMNS} FROM oplog WHERE op_type = %s AND user_id = %s"
-        params: list[Any] = [op_type, user_id]
-        if target_id is not None:
-            sql += " AND target_id = %s"
-            params.append(target_id)
-        return [_verified(r) for r in self._fetchall(sql + " ORDER BY seq", params)]
+        sql, params = select_ops("%s", op_type, user_id, target_id=target_id, by_seq=True)
+        return [_verified(r) for r in self._fetchall(sql, params)]
 
     def iter_ops(
         self,
@@ -792,23 +788,16 @@ class PostgresStore:
         newest_first: bool = False,
         order_by_target: bool = False,
     ) -> Iterator[OpRecord]:
-        sql = f"SELECT {_OP_COLUMNS} FROM oplog WHERE op_type = %s AND user_id = %s"
-        params: list[Any] = [op_type, user_id]
-        if namespace is not None:
-            sql += " AND namespace = %s"
-            params.append(namespace)
-        if after_target is not None:
-            sql += " AND target_id > %s"
-            params.append(after_target)
-        if order_by_target:
-            sql += " ORDER BY target_id, seq"
-        elif newest_first:
-            sql += " ORDER BY created_at DESC, seq DESC"
-        else:
-            sql += " ORDER BY created_at, seq"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
+        sql, params = select_ops(
+            "%s",
+            op_type,
+            user_id,
+            namespace=namespace,
+            after_target=after_target,
+            limit=limit,
+            newest_first=newest_first,
+            order_by_target=order_by_target,
+        )
         for row in self._fetchall(sql, params):
             yield _verified(row)
 

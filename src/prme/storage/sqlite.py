@@ -45,6 +45,7 @@ from prme.retrieval.owner_index import (
     code,
 )
 from prme.storage.base import OpRecord
+from prme.storage.oplog_sql import OP_COLUMNS, select_ops
 from prme.storage.timeutil import from_us, opt_from_us, opt_to_us, to_us
 
 DB_FILE = "pack.sqlite3"
@@ -623,23 +624,15 @@ class SQLiteStore:
             )
         return record
 
-    _OP_COLUMNS = (
-        "seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum"
-    )
-
     def get_op(self, op_id: str) -> OpRecord | None:
         row = self.conn.execute(
-            f"SELECT {self._OP_COLUMNS} FROM oplog WHERE op_id = ?", (op_id,)
+            f"SELECT {OP_COLUMNS} FROM oplog WHERE op_id = ?", (op_id,)
         ).fetchone()
         return None if row is None else self._op(row)
 
     def find_ops(self, op_type: str, user_id: str, target_id: str | None = None) -> list[OpRecord]:
-        sql = f"SELECT {self._OP_COLUMNS} FROM oplog WHERE op_type = ? AND user_id = ?"
-        params: list[Any] = [op_type, user_id]
-        if target_id is not None:
-            sql += " AND target_id = ?"
-            params.append(target_id)
-        return [self._op(r) for r in self.conn.execute(sql + " ORDER BY seq", params)]
+        sql, params = select_ops("?", op_type, user_id, target_id=target_id, by_seq=True)
+        return [self._op(r) for r in self.conn.execute(sql, params).fetchall()]
 
     def iter_ops(
         self,
@@ -652,23 +645,16 @@ class SQLiteStore:
         newest_first: bool = False,
         order_by_target: bool = False,
     ) -> Iterator[OpRecord]:
-        sql = f"SELECT {self._OP_COLUMNS} FROM oplog WHERE op_type = ? AND user_id = ?"
-        params: list[Any] = [op_type, user_id]
-        if namespace is not None:
-            sql += " AND namespace = ?"
-            params.append(namespace)
-        if after_target is not None:
-            sql += " AND target_id > ?"
-            params.append(after_target)
-        if order_by_target:
-            sql += " ORDER BY target_id, seq"
-        elif newest_first:
-            sql += " ORDER BY created_at DESC, seq DESC"
-        else:
-            sql += " ORDER BY created_at, seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        sql, params = select_ops(
+            "?",
+            op_type,
+            user_id,
+            namespace=namespace,
+            after_target=after_target,
+            limit=limit,
+            newest_first=newest_first,
+            order_by_target=order_by_target,
+        )
         for row in self.conn.execute(sql, params).fetchall():
             yield self._op(row)
 

@@ -1,0 +1,45 @@
+"""The operations-log queries both SQL backends share (only the placeholder differs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+OP_COLUMNS = "seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum"
+
+
+def select_ops(
+    mark: str,
+    op_type: str,
+    user_id: str,
+    *,
+    target_id: str | None = None,
+    namespace: str | None = None,
+    after_target: str | None = None,
+    limit: int | None = None,
+    newest_first: bool = False,
+    order_by_target: bool = False,
+    by_seq: bool = False,
+) -> tuple[str, list[Any]]:
+    """SQL and parameters selecting an owner's operations; ``mark`` is ``?`` or ``%s``."""
+    sql = f"SELECT {OP_COLUMNS} FROM oplog WHERE op_type = {mark} AND user_id = {mark}"
+    params: list[Any] = [op_type, user_id]
+    for clause, value in (
+        (f"target_id = {mark}", target_id),
+        (f"namespace = {mark}", namespace),
+        (f"target_id > {mark}", after_target),
+    ):
+        if value is not None:
+            sql += f" AND {clause}"
+            params.append(value)
+    if by_seq:
+        sql += " ORDER BY seq"
+    elif order_by_target:
+        sql += " ORDER BY target_id, seq"
+    elif newest_first:
+        sql += " ORDER BY created_at DESC, seq DESC"
+    else:
+        sql += " ORDER BY created_at, seq"
+    if limit is not None:
+        sql += f" LIMIT {mark}"
+        params.append(limit)
+    return sql, params
