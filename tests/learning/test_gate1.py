@@ -266,6 +266,16 @@ def test_insufficient_data_below_minimums() -> None:
     assert report.coverage["training_queries"] + report.coverage["validation_queries"] == 30
     assert report.coverage["training_queries"] >= 2 and report.coverage["validation_queries"] < 20
     assert len(report.receipt_checksums) == 30 and len(report.feedback_ids) == 30
+    # The report says how far each split is from its minimum of 20 groups.
+    assert report.missing_groups == {
+        "training_queries": max(0, 20 - report.coverage["training_queries"]),
+        "validation_queries": 20 - report.coverage["validation_queries"],
+    }
+    misstated = report.model_dump(mode="json") | {
+        "missing_groups": {"training_queries": 0, "validation_queries": 0}
+    }
+    with pytest.raises(ValueError, match="missing groups"):
+        LearningEvaluation.model_validate(misstated)
 
 
 def test_reversed_validation_labels_keep_the_fit_and_give_no_improvement() -> None:

@@ -581,6 +581,7 @@ def test_single_pair_is_insufficient_data() -> None:
     assert report.ndcg_gain_interval is None and report.randomization_p_value is None
     assert report.candidate_ndcg == 1.0 and report.baseline_ndcg == 0.0
     assert report.win_tie_loss == {"wins": 1, "ties": 0, "losses": 0}
+    assert report.missing_query_groups == 20 - 1  # the default minimum is 20 groups
 
 
 def test_candidate_that_finds_the_relevant_node_improves() -> None:

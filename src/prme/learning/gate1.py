@@ -41,6 +41,7 @@ from prme.models.learning import (
     QueryLearningResult,
     decide,
     learning_input_checksum,
+    missing_groups,
 )
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord
@@ -667,6 +668,7 @@ def evaluate_learning(
             win_tie_loss=None,
             randomization_p_value=None,
             queries=(),
+            missing_groups=missing_groups(coverage, cfg),
         )
 
     # ---- fit on training groups only, then score every group with the exact replay

@@ -350,7 +350,9 @@ def evaluate_full_retrieval(
     )
     features = first.execution.features
     receipt_checksums = dict(sorted(checksums.items()))
+    missing = cfg.min_query_groups - len(queries)
     return FullRetrievalEvaluation(
+        missing_query_groups=missing if missing > 0 else None,
         user_id=owner,
         scopes=key,
         config=cfg,

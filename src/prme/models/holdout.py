@@ -276,6 +276,8 @@ class FullRetrievalEvaluation(Frozen):
     coverage: dict[str, int]
     trials: tuple[FullRetrievalTrial, ...] = Field(min_length=1, max_length=MAX_TRIALS)
     queries: tuple[FullRetrievalQueryResult, ...] = Field(min_length=1)
+    # insufficient_data only: how many more query groups the holdout needs.
+    missing_query_groups: int | None = None
     limitations: tuple[str, ...] = LIMITATIONS
     attestation: str | None = None
 
@@ -374,6 +376,9 @@ class FullRetrievalEvaluation(Frozen):
                 "(win_tie_loss)"
             )
         insufficient = len(self.queries) < self.config.min_query_groups
+        missing = self.config.min_query_groups - len(self.queries) if insufficient else None
+        if self.missing_query_groups != missing:
+            raise ValueError("Full retrieval evaluation misstates its missing query groups")
         if insufficient:
             if self.ndcg_gain_interval is not None or self.randomization_p_value is not None:
                 raise ValueError("Insufficient full retrieval evaluation is inconsistent")

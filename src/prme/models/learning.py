@@ -155,6 +155,16 @@ def learning_input_checksum(
     )
 
 
+def missing_groups(coverage: dict[str, int], config: LearningConfig) -> dict[str, int]:
+    """Groups still needed per split: ``max(0, minimum − observed)`` for training and validation."""
+    return {
+        "training_queries": max(0, config.min_training_queries - coverage["training_queries"]),
+        "validation_queries": max(
+            0, config.min_validation_queries - coverage["validation_queries"]
+        ),
+    }
+
+
 class LearningEvaluation(Frozen):
     """The gate-1 report: a proposal fitted on training groups and judged on validation groups.
 
@@ -189,6 +199,8 @@ class LearningEvaluation(Frozen):
     coverage: dict[str, int]
     exclusions: dict[str, int]
     queries: tuple[QueryLearningResult, ...]
+    # insufficient_data only: how many more groups each split needs to reach its minimum.
+    missing_groups: dict[str, int] | None = None
     limitations: tuple[str, ...] = LIMITATIONS
     attestation: str | None = None
 
@@ -251,8 +263,12 @@ class LearningEvaluation(Frozen):
             and cfg["validation_queries"] >= self.config.min_validation_queries
         ):
             raise ValueError("Insufficient learning evaluation is inconsistent with its coverage")
+        if self.missing_groups != missing_groups(cfg, self.config):
+            raise ValueError("Insufficient learning evaluation misstates its missing groups")
 
     def _check_fitted(self) -> None:
+        if self.missing_groups is not None:
+            raise ValueError("missing_groups is reported only for insufficient_data")
         cfg = self.config
         if not self.queries:
             raise ValueError("Learning evaluation lacks required validation evidence")
