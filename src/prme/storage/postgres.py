@@ -72,8 +72,8 @@ from prme.storage.migrations import (
     vector_schema,
 )
 from prme.storage.oplog_sql import OP_COLUMNS, select_ops
+from prme.storage.rows import node_values
 from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
-from prme.storage.timeutil import opt_to_us, to_us
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -122,42 +122,6 @@ class _VectorLoader(Loader):
 
     def load(self, data: Buffer) -> bytes:
         return bytes(data)
-
-
-def _node_values(node: MemoryNode) -> tuple[Any, ...]:
-    condition = None
-    if node.metadata is not None and "condition_state" in node.metadata:
-        condition = str(node.metadata["condition_state"])
-    return (
-        str(node.id),
-        node.user_id,
-        node.scope.value,
-        node.node_type.value,
-        node.content,
-        sha256_hex(node.content),
-        None if node.metadata is None else canonical_json(node.metadata),
-        condition,
-        node.session_id,
-        node.role,
-        to_us(node.created_at),
-        to_us(node.updated_at),
-        opt_to_us(node.event_time),
-        to_us(node.valid_from),
-        opt_to_us(node.valid_to),
-        node.confidence,
-        node.salience,
-        node.confidence_base,
-        node.salience_base,
-        node.epistemic_type.value,
-        node.source_type.value,
-        node.lifecycle_state.value,
-        node.decay_profile.value,
-        to_us(node.last_reinforced_at),
-        node.reinforcement_boost,
-        bool(node.pinned),
-        json.dumps([str(r) for r in node.evidence_refs]),
-        node.ttl_days,
-    )
 
 
 def _verified(row: Sequence[Any]) -> OpRecord:
@@ -511,7 +475,7 @@ class PostgresStore:
         self._refuse_if_frozen("store")
         if not nodes:
             return
-        rows = [_node_values(node) for node in nodes]
+        rows = [node_values(node) for node in nodes]
         encoded = PgVector.encode_rows(vectors, len(nodes))
         with self.transaction() as conn:
             self._lock_content(conn)

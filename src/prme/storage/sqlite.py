@@ -46,7 +46,8 @@ from prme.retrieval.owner_index import (
 )
 from prme.storage.base import OpRecord
 from prme.storage.oplog_sql import OP_COLUMNS, select_ops
-from prme.storage.timeutil import from_us, opt_from_us, opt_to_us, to_us
+from prme.storage.rows import node_values
+from prme.storage.timeutil import from_us, opt_from_us
 
 DB_FILE = "pack.sqlite3"
 STORE_SCHEMA_VERSION = "1"
@@ -406,43 +407,7 @@ class SQLiteStore:
         self._refuse_if_frozen("store")
         if not nodes:
             return
-        rows = []
-        for node in nodes:
-            condition = None
-            if node.metadata is not None and "condition_state" in node.metadata:
-                condition = str(node.metadata["condition_state"])
-            rows.append(
-                (
-                    str(node.id),
-                    node.user_id,
-                    node.scope.value,
-                    node.node_type.value,
-                    node.content,
-                    sha256_hex(node.content),
-                    None if node.metadata is None else canonical_json(node.metadata),
-                    condition,
-                    node.session_id,
-                    node.role,
-                    to_us(node.created_at),
-                    to_us(node.updated_at),
-                    opt_to_us(node.event_time),
-                    to_us(node.valid_from),
-                    opt_to_us(node.valid_to),
-                    node.confidence,
-                    node.salience,
-                    node.confidence_base,
-                    node.salience_base,
-                    node.epistemic_type.value,
-                    node.source_type.value,
-                    node.lifecycle_state.value,
-                    node.decay_profile.value,
-                    to_us(node.last_reinforced_at),
-                    node.reinforcement_boost,
-                    int(node.pinned),
-                    json.dumps([str(r) for r in node.evidence_refs]),
-                    node.ttl_days,
-                )
-            )
+        rows = [node_values(node) for node in nodes]
         with self._write() as conn:
             first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
             rowids = list(range(first, first + len(rows)))
