@@ -512,6 +512,7 @@ def observe(
 
     # ---- observations, in request-id order, grouped by query
     groups: dict[str, _Group] = {}
+    group_of_query: dict[str, tuple[list[str], str]] = {}  # repeats share one group id
     for rid in sorted(votes, key=str):
         per_node = votes[rid]
         exclusions["conflicting_candidate_labels"] += sum(
@@ -533,8 +534,11 @@ def observe(
             )
         receipt = by_request[rid]
         query = normalized(receipt.query)
-        identity = group_identity(query, names_by_query.get(query))
-        gid = group_id(identity)
+        known = group_of_query.get(query)
+        if known is None:
+            identity = group_identity(query, names_by_query.get(query))
+            known = group_of_query[query] = (identity, group_id(identity))
+        identity, gid = known
         group = groups.get(gid)
         if group is None:
             validation = is_validation(cfg.seed, gid, cfg.validation_fraction)
