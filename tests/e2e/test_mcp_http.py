@@ -20,11 +20,18 @@ import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import (
+    MISMATCH,
+    call,
+    gates_and_profile,
+    judge,
+    open_pack,
+    refused,
+)
 from pydantic import SecretStr
 
-from prme import InvalidInputError, MemoryClient, PRMEConfig, RetrievalReceipt, ScoringWeights
-from prme.config import EmbeddingConfig, MCPConfig
-from prme.engine import utc_now
+from prme import InvalidInputError, RetrievalReceipt
+from prme.config import MCPConfig
 from prme.mcp import build_server, main, serve
 from prme.workload import Workload, generate_workload
 
@@ -34,8 +41,6 @@ SERVER_ENV = {
     "PRME_EMBEDDING__PROVIDER": "hash",
     "PRME_MCP__USER_KEYS": json.dumps(KEYS),
 }
-MISMATCH = "User does not match authenticated identity"
-HOLDOUT_CLOCK = "2026-09-14T00:00:00Z"
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -46,30 +51,6 @@ INITIALIZE = {
         "clientInfo": {"name": "test", "version": "0"},
     },
 }
-
-
-def open_pack(path: Path) -> MemoryClient:
-    config = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider="hash"))
-    return MemoryClient(path, config=config, clock=utc_now)
-
-
-def judge(memory: MemoryClient, workload: Workload, user_id: str) -> dict[str, str]:
-    """Store the workload and judge every learning query's returned current vs stale facts."""
-    ids = memory.store_many(workload.store_items(), user_id=user_id)
-    key_of = {node_id: m.key for m, node_id in zip(workload.memories, ids, strict=True)}
-    for query in workload.learning:
-        response = memory.retrieve(query.text, user_id=user_id, scope=workload.scope, limit=10)
-        prefix = query.relevant_keys[0].rsplit("/", 1)[0] + "/"
-        labels = {
-            str(r.node.id): key_of[str(r.node.id)] in query.relevant_keys
-            for r in response.results
-            if key_of[str(r.node.id)].startswith(prefix)
-        }
-        if len(set(labels.values())) == 2:  # both classes: an explicit pair
-            memory.record_relevance(
-                {"request_id": response.metadata.request_id, "labels": labels}, user_id=user_id
-            )
-    return {key: node_id for node_id, key in key_of.items()}
 
 
 @dataclass
@@ -124,22 +105,6 @@ async def mcp_session(url: str, key: str) -> AsyncIterator[ClientSession]:
     ):
         await session.initialize()
         yield session
-
-
-async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    """Call a tool that must succeed and decode its JSON result."""
-    result = await session.call_tool(tool, arguments)
-    text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
-    assert not result.is_error, text
-    return json.loads(text)
-
-
-async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
-    """Call a tool that must fail and return its error text."""
-    result = await session.call_tool(tool, arguments)
-    assert result.is_error
-    text: str = result.content[0].text  # type: ignore[union-attr]
-    return text
 
 
 # ------------------------------------------------------------------ credentials
@@ -282,43 +247,7 @@ def test_seed_workflow_over_http(server: Server) -> None:
     async def body() -> dict[str, Any]:
         out: dict[str, Any] = {}
         async with mcp_session(server.url, KEYS["bob"]) as s:
-            proposal = out["proposal"] = await call(s, "memory_evaluate_learning", scopes=scopes)
-            trials = []
-            for holdout_query in workload.holdout:
-                arms = [
-                    await call(
-                        s,
-                        "memory_retrieve",
-                        query=holdout_query.text,
-                        scope=scopes,
-                        reference_time=HOLDOUT_CLOCK,
-                        limit=20,
-                        include_cross_scope=False,
-                        **extra,
-                    )
-                    for extra in ({}, {"ranking_multipliers": proposal["multipliers"]})
-                ]
-                trials.append(
-                    {
-                        "group_id": holdout_query.group,
-                        "baseline_request_id": arms[0]["metadata"]["request_id"],
-                        "candidate_request_id": arms[1]["metadata"]["request_id"],
-                        "relevant_node_ids": [node_of[k] for k in holdout_query.relevant_keys],
-                    }
-                )
-            holdout = out["holdout"] = await call(
-                s,
-                "memory_evaluate_full_retrieval",
-                trials=trials,
-                scopes=scopes,
-                proposal_input_checksum=proposal["input_checksum"],
-                memory_artifact_sha256=artifact,
-                candidate_multipliers=proposal["multipliers"],
-            )
-            profile = out["profile"] = await call(
-                s, "memory_create_ranking_profile", proposal=proposal, holdout=holdout
-            )
-            pid = profile["profile_id"]
+            pid = await gates_and_profile(s, workload, node_of, scopes, artifact, out)
             out["activated"] = await call(s, "memory_activate_ranking_profile", profile_id=pid)
             out["applied"] = await call(s, "memory_retrieve", query=query, scope=scopes)
             out["deactivated"] = await call(s, "memory_deactivate_ranking_profile", scopes=scopes)
@@ -336,7 +265,7 @@ def test_seed_workflow_over_http(server: Server) -> None:
                 s, "memory_activate_ranking_profile", profile_id=pid
             )
             out["alice_create"] = await refused(
-                s, "memory_create_ranking_profile", proposal=proposal, holdout=holdout
+                s, "memory_create_ranking_profile", proposal=out["proposal"], holdout=out["holdout"]
             )
         return out
 

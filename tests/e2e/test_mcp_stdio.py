@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 import sys
 import uuid
@@ -15,10 +14,16 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp_helpers import (
+    MISMATCH,
+    call,
+    gates_and_profile,
+    judge,
+    open_pack,
+    refused,
+)
 
-from prme import MemoryClient, PRMEConfig, RetrievalReceipt, ScoringWeights
-from prme.config import EmbeddingConfig
-from prme.engine import utc_now
+from prme import RetrievalReceipt
 from prme.services.receipts import RECEIPT_OP
 from prme.storage.sqlite import DB_FILE
 from prme.workload import Workload, generate_workload
@@ -42,9 +47,7 @@ TOOLS = {
     "memory_deactivate_ranking_profile",
     "memory_rollback_ranking_profile",
 }
-MISMATCH = "User does not match authenticated identity"
 OWNER_REQUIRED = "user_id is required without a bound identity"
-HOLDOUT_CLOCK = "2026-09-14T00:00:00Z"
 
 
 @asynccontextmanager
@@ -64,27 +67,6 @@ async def mcp_session(
         ):
             await session.initialize()
             yield session
-
-
-async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    """Call a tool that must succeed and decode its JSON result."""
-    result = await session.call_tool(tool, arguments)
-    text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
-    assert not result.is_error, text
-    return json.loads(text)
-
-
-async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
-    """Call a tool that must fail and return its error text."""
-    result = await session.call_tool(tool, arguments)
-    assert result.is_error
-    text: str = result.content[0].text  # type: ignore[union-attr]
-    return text
-
-
-def open_pack(path: Path) -> MemoryClient:
-    config = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider="hash"))
-    return MemoryClient(path, config=config, clock=utc_now)
 
 
 # ------------------------------------------------------------------------- schemas
@@ -364,25 +346,6 @@ def test_invalid_input_is_a_tool_error_and_writes_nothing(tmp_path: Path) -> Non
 
 
 # ------------------------------------------------------------- the seed workflow
-def judge(memory: MemoryClient, workload: Workload, user_id: str) -> dict[str, str]:
-    """Store the workload and judge every learning query's returned current vs stale facts."""
-    ids = memory.store_many(workload.store_items(), user_id=user_id)
-    key_of = {node_id: m.key for m, node_id in zip(workload.memories, ids, strict=True)}
-    for query in workload.learning:
-        response = memory.retrieve(query.text, user_id=user_id, scope=workload.scope, limit=10)
-        prefix = query.relevant_keys[0].rsplit("/", 1)[0] + "/"
-        labels = {
-            str(r.node.id): key_of[str(r.node.id)] in query.relevant_keys
-            for r in response.results
-            if key_of[str(r.node.id)].startswith(prefix)
-        }
-        if len(set(labels.values())) == 2:  # both classes: an explicit pair
-            memory.record_relevance(
-                {"request_id": response.metadata.request_id, "labels": labels}, user_id=user_id
-            )
-    return {key: node_id for node_id, key in key_of.items()}
-
-
 @pytest.fixture(scope="module")
 def seed_pack(
     tmp_path_factory: pytest.TempPathFactory,
@@ -405,43 +368,7 @@ def test_seed_workflow_through_mcp(
     async def body() -> dict[str, Any]:
         out: dict[str, Any] = {}
         async with mcp_session(pack, "--user-id", "alice", errlog=tmp_path / "err.log") as s:
-            proposal = out["proposal"] = await call(s, "memory_evaluate_learning", scopes=scopes)
-            trials = []
-            for holdout_query in workload.holdout:
-                arms = [
-                    await call(
-                        s,
-                        "memory_retrieve",
-                        query=holdout_query.text,
-                        scope=scopes,
-                        reference_time=HOLDOUT_CLOCK,
-                        limit=20,
-                        include_cross_scope=False,
-                        **extra,
-                    )
-                    for extra in ({}, {"ranking_multipliers": proposal["multipliers"]})
-                ]
-                trials.append(
-                    {
-                        "group_id": holdout_query.group,
-                        "baseline_request_id": arms[0]["metadata"]["request_id"],
-                        "candidate_request_id": arms[1]["metadata"]["request_id"],
-                        "relevant_node_ids": [node_of[k] for k in holdout_query.relevant_keys],
-                    }
-                )
-            holdout = out["holdout"] = await call(
-                s,
-                "memory_evaluate_full_retrieval",
-                trials=trials,
-                scopes=scopes,
-                proposal_input_checksum=proposal["input_checksum"],
-                memory_artifact_sha256=artifact,
-                candidate_multipliers=proposal["multipliers"],
-            )
-            profile = out["profile"] = await call(
-                s, "memory_create_ranking_profile", proposal=proposal, holdout=holdout
-            )
-            pid = profile["profile_id"]
+            pid = await gates_and_profile(s, workload, node_of, scopes, artifact, out)
             out["status_before"] = await call(s, "memory_get_ranking_profile", profile_id=pid)
             out["activated"] = await call(s, "memory_activate_ranking_profile", profile_id=pid)
             query = workload.holdout[0].text

@@ -1,0 +1,108 @@
+"""What both MCP transport tests share: tool calls, the judged workload and the gate sequence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession
+
+from prme import MemoryClient, PRMEConfig, ScoringWeights
+from prme.config import EmbeddingConfig
+from prme.engine import utc_now
+from prme.workload import Workload
+
+MISMATCH = "User does not match authenticated identity"
+HOLDOUT_CLOCK = "2026-09-14T00:00:00Z"
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
+    """Call a tool that must succeed and decode its JSON result."""
+    result = await session.call_tool(tool, arguments)
+    text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+    assert not result.is_error, text
+    return json.loads(text)
+
+
+async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail and return its error text."""
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error
+    text: str = result.content[0].text  # type: ignore[union-attr]
+    return text
+
+
+def open_pack(path: Path) -> MemoryClient:
+    config = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider="hash"))
+    return MemoryClient(path, config=config, clock=utc_now)
+
+
+def judge(memory: MemoryClient, workload: Workload, user_id: str) -> dict[str, str]:
+    """Store the workload and judge every learning query's returned current vs stale facts."""
+    ids = memory.store_many(workload.store_items(), user_id=user_id)
+    key_of = {node_id: m.key for m, node_id in zip(workload.memories, ids, strict=True)}
+    for query in workload.learning:
+        response = memory.retrieve(query.text, user_id=user_id, scope=workload.scope, limit=10)
+        prefix = query.relevant_keys[0].rsplit("/", 1)[0] + "/"
+        labels = {
+            str(r.node.id): key_of[str(r.node.id)] in query.relevant_keys
+            for r in response.results
+            if key_of[str(r.node.id)].startswith(prefix)
+        }
+        if len(set(labels.values())) == 2:  # both classes: an explicit pair
+            memory.record_relevance(
+                {"request_id": response.metadata.request_id, "labels": labels}, user_id=user_id
+            )
+    return {key: node_id for node_id, key in key_of.items()}
+
+
+async def gates_and_profile(
+    s: ClientSession,
+    workload: Workload,
+    node_of: dict[str, str],
+    scopes: list[str],
+    artifact: str,
+    out: dict[str, Any],
+) -> str:
+    """Gate 1, the paired holdout and profile creation through tools; returns the profile id.
+
+    The reports and the profile are kept in ``out`` under ``proposal``, ``holdout``, ``profile``.
+    """
+    proposal = out["proposal"] = await call(s, "memory_evaluate_learning", scopes=scopes)
+    trials = []
+    for holdout_query in workload.holdout:
+        arms = [
+            await call(
+                s,
+                "memory_retrieve",
+                query=holdout_query.text,
+                scope=scopes,
+                reference_time=HOLDOUT_CLOCK,
+                limit=20,
+                include_cross_scope=False,
+                **extra,
+            )
+            for extra in ({}, {"ranking_multipliers": proposal["multipliers"]})
+        ]
+        trials.append(
+            {
+                "group_id": holdout_query.group,
+                "baseline_request_id": arms[0]["metadata"]["request_id"],
+                "candidate_request_id": arms[1]["metadata"]["request_id"],
+                "relevant_node_ids": [node_of[k] for k in holdout_query.relevant_keys],
+            }
+        )
+    holdout = out["holdout"] = await call(
+        s,
+        "memory_evaluate_full_retrieval",
+        trials=trials,
+        scopes=scopes,
+        proposal_input_checksum=proposal["input_checksum"],
+        memory_artifact_sha256=artifact,
+        candidate_multipliers=proposal["multipliers"],
+    )
+    profile = out["profile"] = await call(
+        s, "memory_create_ranking_profile", proposal=proposal, holdout=holdout
+    )
+    return str(profile["profile_id"])
