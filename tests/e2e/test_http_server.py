@@ -60,16 +60,15 @@ class Server:
     process: subprocess.Popen[bytes]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("server")
+@contextmanager
+def running_server(root: Path, **env: str) -> Iterator[Server]:
+    """``python -m prme.http.server`` on a free loopback port with ``env``, until the block ends."""
     path, log = root / "pack", root / "server.log"
     port = free_port()
-    keys = json.dumps({"alice": ALICE_KEY, "bob": BOB_KEY})
     with log.open("wb") as out:
         process = subprocess.Popen(
             server_command(path, "127.0.0.1", port),
-            env=server_env(PRME_API__USER_KEYS=keys, PRME_API__MAX_BODY_BYTES=str(BODY_LIMIT)),
+            env=server_env(**env),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -89,6 +88,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    keys = json.dumps({"alice": ALICE_KEY, "bob": BOB_KEY})
+    with running_server(
+        tmp_path_factory.mktemp("server"),
+        PRME_API__USER_KEYS=keys,
+        PRME_API__MAX_BODY_BYTES=str(BODY_LIMIT),
+    ) as running:
+        yield running
 
 
 @pytest.fixture
@@ -238,36 +248,6 @@ def test_the_command_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------- the seed workflow against a real server
-@contextmanager
-def running_server(root: Path, **env: str) -> Iterator[Server]:
-    """``python -m prme.http.server`` on a free loopback port with ``env``, until the block ends."""
-    path, log = root / "pack", root / "server.log"
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            server_command(path, "127.0.0.1", port),
-            env=server_env(**env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not start: " + log.read_text()
-            time.sleep(0.1)
-        yield Server(url, path, log, process)
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-
-
 @dataclass(frozen=True)
 class SeedRun:
     """Alice's seed workflow, run over HTTP against a real server (bob shares the server)."""
