@@ -3,8 +3,9 @@
 Gate 1 (``evaluate_learning``): a synthetic workload where one "judgment" is one relevance
 record on its own retrieval receipt (10 returned candidates, 4 of them labelled: the two with
 the highest confidence relevant, the other two not). Five requests share each query, so n
-judgments form n/5 query groups. The pure function is timed on in-memory models, then the
-engine path (read judgments + receipts from a pack, gate, attest, persist) at the smaller sizes.
+judgments form n/5 query groups. The pure function is timed on in-memory models (whole
+receipts, the evidence cut from them), then the engine path at the smaller sizes: read each
+judgment with its stored evidence from a pack, gate, attest, persist.
 
     python bench/learning.py                       # 1k, 10k, 100k pure; 1k, 10k engine
     python bench/learning.py --sizes 1000 --engine-sizes 1000
@@ -26,7 +27,13 @@ from typing import Any
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
 from prme.config import EmbeddingConfig
-from prme.learning.gate1 import evaluate_learning, fit_multipliers, observe
+from prme.learning.gate1 import (
+    evaluate_judgments,
+    evaluate_learning,
+    fit_multipliers,
+    observe,
+    snapshot_from_receipts,
+)
 from prme.learning.stats import percentile_bootstrap_interval
 from prme.models.learning import LearningConfig
 from prme.models.receipt import (
@@ -40,6 +47,7 @@ from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.models.trace import ScoreTrace
 from prme.retrieval.scoring import ranking_key, weighted_score
 from prme.services.receipts import persist_receipt
+from prme.services.relevance import read_judgments
 
 Section = Callable[[argparse.Namespace], dict[str, Any]]
 SECTIONS: dict[str, Section] = {}
@@ -163,7 +171,8 @@ def _pure(judgments: int) -> dict[str, Any]:
             )
         )
     )
-    observations = observe(receipts, records, user_id=OWNER, scopes=["project"])
+    snapshot = snapshot_from_receipts(receipts, records, OWNER)
+    observations = observe(snapshot, user_id=OWNER, scopes=["project"])
     fit_s, _ = _seconds(lambda: report.queries and fit_multipliers(observations))
     return {
         "judgments": judgments,
@@ -203,11 +212,18 @@ def _engine(judgments: int) -> dict[str, Any]:
                     user_id=OWNER, scopes=["project"], max_records=100_000
                 )
             )
+            # The same steps one by one: read judgments + evidence, the pure gate, the rest.
+            read_s, stored = _seconds(lambda: read_judgments(client.engine, OWNER, limit=judgments))
+            gate_s, _ = _seconds(
+                lambda: evaluate_judgments(stored, user_id=OWNER, scopes=["project"])
+            )
     return {
         "judgments": judgments,
         "decision": report.decision,
         "record_relevance_each_ms": round(1000 * load_s / judgments, 3),
         "evaluate_learning_s": total_s,
+        "of_which_read_judgments_s": read_s,
+        "of_which_gate_s": gate_s,
     }
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
+import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,13 +15,16 @@ import pytest
 from seed_blocks import BLOCK_2 as SEED_SECOND_BLOCK
 
 from prme import MemoryClient, PRMEConfig, Scope, ScoringWeights
-from prme.canonical import canonical_json
+from prme.canonical import canonical_json, sha256_hex
 from prme.config import EmbeddingConfig
 from prme.errors import InvalidInputError
+from prme.learning.gate1 import evaluate_learning
 from prme.learning.groups import group_id, is_validation, normalize_query
+from prme.models.evidence import JudgmentEvidence
 from prme.models.learning import LearningConfig
-from prme.models.relevance import RelevanceSubmission
+from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.services import reports
+from prme.services.relevance import EVIDENCE_OP, RELEVANCE_OP
 
 GROUPS = 100
 FILLER = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta", "lambda", "zeta")
@@ -210,3 +217,105 @@ def test_seed_second_code_block_runs(
     printed = capsys.readouterr().out
     assert printed.startswith("insufficient_data {'feedback_records': 1")
     assert "'requests_without_explicit_pairs': 1" in printed
+
+
+# ------------------------------------------------------------------ stored judgment evidence
+def all_judgments(client: MemoryClient, user_id: str) -> list[RelevanceRecord]:
+    records: list[RelevanceRecord] = []
+    while page := client.list_relevance(
+        user_id=user_id, limit=100, after_id=records[-1].feedback_id if records else None
+    ):
+        records += page
+    return records
+
+
+def test_the_engine_report_equals_the_pure_gate_over_the_judged_receipts(
+    workload_pack: Path,
+) -> None:
+    # The engine reads each judgment's stored evidence; the pure gate cuts it from whole
+    # receipts. Same judgments → the same report, byte for byte (attestation aside).
+    with open_pack(workload_pack) as client:
+        engine_report = client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+        records = all_judgments(client, "alice")
+        receipts = [client.get_retrieval_receipt(r.request_id, user_id="alice") for r in records]
+    assert engine_report.decision == "improved_on_observed_candidates"
+    pure = evaluate_learning(receipts, records, user_id="alice", scopes=[Scope.PROJECT])
+    assert canonical_json(engine_report.model_copy(update={"attestation": None})) == (
+        canonical_json(pure)
+    )
+
+
+def test_each_judgment_stores_its_evidence_once_in_the_same_transaction(tmp_path: Path) -> None:
+    with open_pack(tmp_path / "pack") as client:
+        confidence_workload(client, "dave", groups=3)
+        store = client.engine.store
+        records = list(store.iter_ops(RELEVANCE_OP, "dave"))
+        evidence = {op.target_id: op for op in store.iter_ops(EVIDENCE_OP, "dave")}
+        assert len(records) == len(evidence) == 3
+        for op in records:
+            record = RelevanceRecord.model_validate_json(op.payload)
+            receipt = client.get_retrieval_receipt(record.request_id, user_id="dave")
+            assert receipt is not None
+            cut = JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
+            assert evidence[op.target_id].payload == canonical_json(cut)
+            assert evidence[op.target_id].op_id == f"{EVIDENCE_OP}:{op.op_id}"
+        # A retry adds nothing; a conflicting reuse of the feedback id adds nothing either.
+        first = RelevanceRecord.model_validate_json(records[0].payload)
+        retry = RelevanceSubmission(
+            feedback_id=first.feedback_id, request_id=first.request_id, labels=first.labels
+        )
+        assert client.record_relevance(retry, user_id="dave") == first
+        flipped = {node: not relevant for node, relevant in first.labels.items()}
+        with pytest.raises(InvalidInputError, match="feedback_id"):
+            client.record_relevance(retry.model_copy(update={"labels": flipped}), user_id="dave")
+        assert len(list(store.iter_ops(EVIDENCE_OP, "dave"))) == 3
+        assert len(list(store.iter_ops(RELEVANCE_OP, "dave"))) == 3
+
+
+def test_judgments_without_stored_evidence_are_evaluated_from_their_receipts(
+    workload_pack: Path, tmp_path: Path
+) -> None:
+    # A pack written before evidence was stored: the engine cuts it from the receipts and
+    # reaches the same, identically attested report.
+    legacy = tmp_path / "legacy"
+    shutil.copytree(workload_pack, legacy)
+    conn = sqlite3.connect(legacy / "pack.sqlite3")
+    conn.execute("DROP TRIGGER oplog_append_only_delete")
+    deleted = conn.execute("DELETE FROM oplog WHERE op_type = ?", (EVIDENCE_OP,)).rowcount
+    conn.commit()
+    conn.close()
+    assert deleted == 2 * GROUPS
+    with open_pack(workload_pack) as client:
+        current = client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+    with open_pack(legacy) as client:
+        assert list(client.engine.store.iter_ops(EVIDENCE_OP, "alice")) == []
+        recovered = client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+    assert canonical_json(recovered) == canonical_json(current)
+
+
+def test_evidence_that_disagrees_with_its_judgment_is_refused(
+    workload_pack: Path, tmp_path: Path
+) -> None:
+    forged_pack = tmp_path / "forged"
+    shutil.copytree(workload_pack, forged_pack)
+    with open_pack(forged_pack) as client:
+        op = next(client.engine.store.iter_ops(EVIDENCE_OP, "alice"))
+    data = json.loads(op.payload)
+    data["node_ids"][0] = str(uuid.UUID(int=7))  # a candidate the judgment never labelled
+    forged = canonical_json(data)
+    conn = sqlite3.connect(forged_pack / "pack.sqlite3")
+    conn.execute("DROP TRIGGER oplog_append_only_update")
+    conn.execute(
+        "UPDATE oplog SET payload = ?, checksum = ? WHERE op_id = ?",
+        (forged, sha256_hex(forged), op.op_id),
+    )
+    conn.commit()
+    conn.close()
+    with open_pack(forged_pack) as client:
+        with pytest.raises(InvalidInputError, match="unobserved candidate") as caught:
+            client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+        assert caught.value.field == "records"
+        report = client.check_pack()
+    assert not report.ok
+    assert {p.check for p in report.problems} == {"evidence"}
+    assert report.problems[0].ref == op.op_id

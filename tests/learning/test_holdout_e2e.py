@@ -484,16 +484,21 @@ def test_a_frozen_copy_shares_pack_id_and_secret(
     assert frozen.pack_digest() == source.pack_digest() == report.pack_digest
     # the copy's attestation verifies with the source pack's secret, and the other way round
     assert reports.verify(source.engine, report)
-    resigned = reports.attest(source.engine, report.model_copy(update={"attestation": None}))
-    assert resigned.attestation == report.attestation
+    assert source.engine.store.attest(reports.unattested(report)) == report.attestation
     forged = report.model_copy(update={"attestation": "0" * 64})
     assert not reports.verify(source.engine, forged)
     # an unrelated pack does not share the secret
     stranger = make_client(tmp_path / "other-pack")
     assert not reports.verify(stranger.engine, report)
     # a report signed elsewhere, planted in another pack, does not read back as evidence
-    reports.persist(
-        stranger.engine, "full_retrieval_evaluation", "alice", report.input_checksum, report
+    stranger.engine.store.append_op(
+        op_id=f"full_retrieval_evaluation:alice:{report.input_checksum}",
+        op_type="full_retrieval_evaluation",
+        user_id="alice",
+        target_id=report.input_checksum,
+        namespace=None,
+        created_at_us=0,
+        payload=canonical_json(report),
     )
     with pytest.raises(IntegrityError, match="attestation"):
         stranger.get_full_retrieval_evaluation(report.input_checksum, user_id="alice")

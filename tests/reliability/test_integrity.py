@@ -73,9 +73,11 @@ def test_a_sound_pack_passes_with_counts(memory: MemoryClient, profile_pack: Pro
     assert report.pointer_states == 4 and report.pointers == 1
     assert report.profiles == len(profile_pack.profiles)
     assert report.receipts > 0 and report.relevance_records > 0 and report.reports > 0
+    assert report.relevance_evidence == report.relevance_records
     assert report.operations == (
         report.receipts
         + report.relevance_records
+        + report.relevance_evidence
         + report.profiles
         + report.pointer_states
         + report.reports

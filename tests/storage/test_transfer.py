@@ -213,7 +213,8 @@ def test_export_to_a_file_path(packs: Callable[..., MemoryClient], tmp_path: Pat
     started = time.perf_counter()
     summary = export_pack(source.engine.store, tmp_path / "pack.jsonl")
     assert time.perf_counter() - started < 5
-    assert (summary.counts["memory"], summary.counts["vector"], summary.counts["op"]) == (4, 4, 4)
+    # ops: three receipts, one judgment and its evidence
+    assert (summary.counts["memory"], summary.counts["vector"], summary.counts["op"]) == (4, 4, 5)
     assert summary.pack_id == source.engine.store.pack_identity().pack_id
     target = packs("target")
     assert import_pack(target.engine.store, tmp_path / "pack.jsonl") == summary

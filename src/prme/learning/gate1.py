@@ -1,20 +1,24 @@
 """Gate 1: fit bounded weight multipliers from explicit judgments on observed candidates (§E).
 
-:func:`evaluate_learning` is pure: it takes receipts and relevance records (already loaded) and
-returns a :class:`~prme.models.learning.LearningEvaluation`. It never reads storage, the clock,
-the environment or a global RNG, and the same inputs in any order give the same report.
+Everything here is pure: no storage, clock, environment or global RNG, and the same inputs in
+any order give the same report. Two entry points share one core:
 
-Rescoring uses each receipt's **pre-multiplier** weights: ``adjusted_weights(receipt.weights, m)``.
-The baseline is neutral multipliers over those weights (base scoring); multipliers recorded at
-retrieval time are only used to check that the receipt replays (DESIGN §6.4).
+- :func:`evaluate_learning` takes whole receipts and relevance records (tests, notebooks);
+- :func:`evaluate_judgments` takes each record with its :class:`JudgmentEvidence` — the columns
+  of the labelled candidates the engine cut from the verified receipt when it admitted the
+  judgment — so the engine never re-parses thousands of whole receipts.
+
+Both reduce to a :class:`Snapshot` and produce byte-identical reports for the same judgments.
+Rescoring uses each receipt's **pre-multiplier** weights: ``adjusted_weights(weights, m)``. The
+baseline is neutral multipliers over those weights (base scoring); multipliers recorded at
+retrieval time are only used to check that the judged scores replay (DESIGN §6.4).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from operator import itemgetter
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -26,13 +30,15 @@ from prme.canonical import canonical_json, checksum, sha256_hex
 from prme.errors import InvalidInputError
 from prme.learning.groups import group_id, group_identity, group_label, is_validation
 from prme.learning.groups import normalize_query as normalized
-from prme.learning.metrics import judged_ndcg, pairwise_accuracy
+from prme.learning.metrics import discount
 from prme.learning.stats import (
     mean,
     percentile_bootstrap_interval,
     sign_flip_p_value,
     win_tie_loss,
 )
+from prme.models.base import uuid_text_order
+from prme.models.evidence import TRACE_COLUMNS, JudgmentEvidence
 from prme.models.learning import (
     EXCLUSION_KEYS,
     TOLERANCE,
@@ -54,7 +60,7 @@ from prme.models.scoring import (
     ScoringWeights,
     adjusted_weights,
 )
-from prme.retrieval.scoring import ranking_key, weighted_scores
+from prme.retrieval.scoring import weighted_scores
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -62,41 +68,32 @@ SURFACES = ("results", "context")
 STEP_SIZES = (0.5, 0.25, 0.125, 0.0625)
 LOG_MIN = math.log(MULTIPLIER_MIN)
 LOG_MAX = math.log(MULTIPLIER_MAX)
-# ScoreTrace fields the weighted formula reads, in the column order of the feature table.
-TRACE_COLUMNS = (
-    "semantic_similarity",
-    "lexical_relevance",
-    "graph_proximity",
-    "recency_factor",
-    "salience",
-    "confidence",
-    "epistemic_weight",
-    "temporal_affinity",
-    "node_type_boost",
-    "path_score",
+_EPISTEMIC, _TEMPORAL, _BOOST, _PATH = (
+    TRACE_COLUMNS.index(name)
+    for name in ("epistemic_weight", "temporal_affinity", "node_type_boost", "path_score")
 )
-_ADDITIVE = slice(0, 6)
-_EPISTEMIC, _TEMPORAL, _BOOST, _PATH = 6, 7, 8, 9
 
 
 def _fail(field_name: str, message: str, value: Any = None) -> InvalidInputError:
     return InvalidInputError(field_name, message, value)
 
 
-# --------------------------------------------------------------------------- input validation
-def _config(config: LearningConfig | Mapping[str, Any] | None) -> LearningConfig:
-    if config is None:
-        return LearningConfig()
-    if isinstance(config, LearningConfig):
-        return config
-    if isinstance(config, Mapping):
-        try:
-            return LearningConfig.model_validate(dict(config))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise _fail(f"config.{loc}" if loc else "config", err["msg"]) from None
-    raise _fail("config", "must be a LearningConfig or a mapping of its fields", config)
+# --------------------------------------------------------------------------- the snapshot
+@dataclass(frozen=True, slots=True)
+class Judgment:
+    """One relevance record, the SHA-256 of its canonical JSON, and its receipt evidence."""
+
+    record: RelevanceRecord
+    record_checksum: str
+    evidence: JudgmentEvidence
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Identity-checked gate-1 inputs: distinct judgments and the receipts they may name."""
+
+    judgments: tuple[Judgment, ...]  # ascending str(feedback_id)
+    receipts: dict[UUID, tuple[str, str]]  # request id → (receipt checksum, query)
 
 
 def _distinct_receipts(
@@ -120,30 +117,140 @@ def _distinct_receipts(
     return by_id, sums
 
 
+def _check_record_owner(record: object, owner: str) -> RelevanceRecord:
+    if not isinstance(record, RelevanceRecord):
+        raise _fail("records", "must contain RelevanceRecord models", type(record).__name__)
+    if record.user_id != owner:
+        raise _fail("records", "Learning inputs must belong to the requested owner")
+    return record
+
+
+def _record_conflict(fid: UUID) -> InvalidInputError:
+    return _fail("records", f"Conflicting feedback identity for {fid}", str(fid))
+
+
 def _distinct_records(
     records: Iterable[RelevanceRecord], owner: str
 ) -> tuple[list[RelevanceRecord], dict[UUID, str]]:
     by_id: dict[UUID, RelevanceRecord] = {}
     sums: dict[UUID, str] = {}
-    for record in records:
-        if not isinstance(record, RelevanceRecord):
-            raise _fail("records", "must contain RelevanceRecord models", type(record).__name__)
-        if record.user_id != owner:
-            raise _fail("records", "Learning inputs must belong to the requested owner")
+    for item in records:
+        record = _check_record_owner(item, owner)
         fid = record.feedback_id
         digest = sha256_hex(canonical_json(record))
         if fid in sums:
             if sums[fid] != digest:
-                raise _fail("records", f"Conflicting feedback identity for {fid}", str(fid))
+                raise _record_conflict(fid)
             continue
         by_id[fid] = record
         sums[fid] = digest
-    ordered = sorted(by_id.values(), key=lambda r: str(r.feedback_id))
+    ordered = sorted(by_id.values(), key=lambda r: r.feedback_id.int)
     return ordered, sums
 
 
+def _receipt_for(
+    record: RelevanceRecord, receipt: RetrievalReceipt | None, receipt_sum: str | None
+) -> RetrievalReceipt:
+    fid = str(record.feedback_id)
+    if receipt is None:
+        raise _fail("records", f"Every relevance record requires its saved receipt ({fid})", fid)
+    if record.receipt_checksum != receipt_sum:
+        raise _fail("records", f"Relevance receipt checksum mismatch ({fid})", fid)
+    returned = {c.node_id for c in receipt.candidates}
+    for node_id in record.labels:
+        if node_id not in returned:
+            raise _fail(
+                "records", f"Relevance label refers to an unobserved candidate ({node_id})", fid
+            )
+    return receipt
+
+
+def snapshot_from_receipts(
+    receipts: Iterable[RetrievalReceipt], records: Iterable[RelevanceRecord], owner: str
+) -> Snapshot:
+    """Whole receipts and records → a snapshot (each record's evidence cut from its receipt)."""
+    by_request, receipt_sums = _distinct_receipts(receipts, owner)
+    ordered, record_sums = _distinct_records(records, owner)
+    judgments = []
+    for record in ordered:
+        rid = record.request_id
+        receipt = _receipt_for(record, by_request.get(rid), receipt_sums.get(rid))
+        evidence = JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
+        judgments.append(Judgment(record, record_sums[record.feedback_id], evidence))
+    known = {rid: (receipt_sums[rid], r.query) for rid, r in by_request.items()}
+    return Snapshot(tuple(judgments), known)
+
+
+def snapshot_from_judgments(judgments: Iterable[Judgment], owner: str) -> Snapshot:
+    """Records with their stored evidence → a snapshot (the receipts are the judged ones)."""
+    by_id: dict[UUID, Judgment] = {}
+    known: dict[UUID, tuple[str, str]] = {}
+    for judgment in judgments:
+        if not isinstance(judgment, Judgment):
+            raise _fail("judgments", "must contain Judgment values", type(judgment).__name__)
+        record = _check_record_owner(judgment.record, owner)
+        evidence = judgment.evidence
+        fid, rid = record.feedback_id, record.request_id
+        seen = by_id.get(fid)
+        if seen is not None:
+            if seen.record_checksum != judgment.record_checksum:
+                raise _record_conflict(fid)
+            continue
+        if (evidence.feedback_id, evidence.request_id, evidence.user_id) != (fid, rid, owner):
+            raise _fail(
+                "records", f"Relevance evidence belongs to another record ({fid})", str(fid)
+            )
+        if evidence.receipt_checksum != record.receipt_checksum:
+            raise _fail("records", f"Relevance receipt checksum mismatch ({fid})", str(fid))
+        identity = (evidence.receipt_checksum, evidence.query)
+        if known.setdefault(rid, identity) != identity:
+            raise _fail("receipts", f"Conflicting receipt identity for request {rid}", str(rid))
+        by_id[fid] = judgment
+    ordered = tuple(by_id[fid] for fid in sorted(by_id, key=uuid_text_order))
+    return Snapshot(ordered, known)
+
+
+# --------------------------------------------------------------------------- input validation
+def _config(config: LearningConfig | Mapping[str, Any] | None) -> LearningConfig:
+    if config is None:
+        return LearningConfig()
+    if isinstance(config, LearningConfig):
+        return config
+    if isinstance(config, Mapping):
+        try:
+            return LearningConfig.model_validate(dict(config))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise _fail(f"config.{loc}" if loc else "config", err["msg"]) from None
+    raise _fail("config", "must be a LearningConfig or a mapping of its fields", config)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What gate 1 was asked: owner, scope set, surface and config, validated."""
+
+    user_id: str
+    scopes: ScopeKey
+    surface: str
+    config: LearningConfig
+
+
+def _request(
+    user_id: str,
+    scopes: ScopeInput,
+    surface: str,
+    config: LearningConfig | Mapping[str, Any] | None,
+) -> _Request:
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise _fail("user_id", "Learning requires an owner and a valid relevance surface", user_id)
+    if surface not in SURFACES:
+        raise _fail("surface", "Learning requires an owner and a valid relevance surface", surface)
+    return _Request(user_id, normalize_scope_key(scopes, "scopes"), surface, _config(config))
+
+
 def _explicit_groups(
-    query_groups: Mapping[Any, Any] | None, receipts: Mapping[UUID, RetrievalReceipt]
+    query_groups: Mapping[Any, Any] | None, queries: Mapping[UUID, str]
 ) -> tuple[dict[UUID, str] | None, dict[str, str]]:
     """Validated ``{request_id: name}`` and the explicit name of each normalized query."""
     if query_groups is None:
@@ -164,11 +271,11 @@ def _explicit_groups(
             )
         mapping[rid] = name
     by_query: dict[str, str] = {}
-    for rid in sorted(mapping, key=str):
-        receipt = receipts.get(rid)
-        if receipt is None:
+    for rid in sorted(mapping, key=uuid_text_order):
+        text = queries.get(rid)
+        if text is None:
             raise _fail("query_groups", "Query groups refer to unknown receipts", str(rid))
-        query = normalized(receipt.query)
+        query = normalized(text)
         if by_query.setdefault(query, mapping[rid]) != mapping[rid]:
             raise _fail(
                 "query_groups",
@@ -178,38 +285,37 @@ def _explicit_groups(
     return (mapping or None), by_query
 
 
-def _check_record(
-    record: RelevanceRecord, receipt: RetrievalReceipt | None, receipt_sum: str | None
-) -> RetrievalReceipt:
-    fid = str(record.feedback_id)
-    if receipt is None:
-        raise _fail("records", f"Every relevance record requires its saved receipt ({fid})", fid)
-    if record.receipt_checksum != receipt_sum:
-        raise _fail("records", f"Relevance receipt checksum mismatch ({fid})", fid)
-    candidates = {c.node_id: c for c in receipt.candidates}
-    for node_id, relevant in record.labels.items():
-        candidate = candidates.get(node_id)
-        if candidate is None:
-            raise _fail(
-                "records", f"Relevance label refers to an unobserved candidate ({node_id})", fid
-            )
-        if record.surface == "context" and (
-            not candidate.in_context or (relevant and not candidate.has_content)
-        ):
-            raise _fail("records", f"Invalid context evidence label ({node_id})", fid)
-    return receipt
+def _checked_labels(record: RelevanceRecord, evidence: JudgmentEvidence) -> dict[str, bool]:
+    """The record's labels by node-id text, each matched to an evidence candidate (§E.3)."""
+    labels = {str(node_id): relevant for node_id, relevant in record.labels.items()}
+    ids = evidence.node_ids
+    if len(labels) != len(ids) or not all(map(labels.__contains__, ids)):
+        fid = str(record.feedback_id)
+        unobserved = sorted(labels.keys() - set(ids)) or [fid]
+        raise _fail(
+            "records", f"Relevance label refers to an unobserved candidate ({unobserved[0]})", fid
+        )
+    if record.surface == "context":
+        for i, node_id in enumerate(ids):
+            if not evidence.in_context[i] or (labels[node_id] and not evidence.has_content[i]):
+                fid = str(record.feedback_id)
+                raise _fail("records", f"Invalid context evidence label ({node_id})", fid)
+    return labels
 
 
 # ----------------------------------------------------------------------------- observations
 @dataclass
-class _Request:
-    receipt: RetrievalReceipt
-    group: str
-    positives: list[UUID]
-    negatives: list[UUID]
+class _Observed:
+    """One judged request: its judged candidates, positives first, each half sorted by id."""
+
+    request_id: UUID
+    weights: ScoringWeights
+    multipliers: RankingMultipliers | None
     positive_ids: list[str]
     negative_ids: list[str]
-    rows: list[int] = field(default_factory=list)  # feature-table rows, positives then negatives
+    traces: list[tuple[float, ...]]  # of the judged candidates, in that order
+    scores: list[float]  # recorded, in that order
+    first_row: int = 0  # of its rows in the feature table
 
 
 @dataclass
@@ -218,95 +324,335 @@ class _Group:
     label: str
     queries: set[str]
     validation: bool
-    requests: list[_Request] = field(default_factory=list)
+    requests: list[_Observed]
 
 
+@dataclass
+class Observations:
+    """Validated gate-1 inputs: snapshot identities, exclusion counts and the observed groups."""
+
+    user_id: str
+    scopes: ScopeKey
+    surface: str
+    config: LearningConfig
+    query_groups: dict[UUID, str] | None
+    receipt_checksums: dict[UUID, str]
+    record_checksums: dict[UUID, str]
+    feedback_ids: tuple[UUID, ...]
+    exclusions: dict[str, int]
+    groups: list[_Group]  # sorted by group id; requests in request-id order
+
+    @property
+    def training(self) -> list[_Group]:
+        return [g for g in self.groups if not g.validation]
+
+    @property
+    def requests(self) -> list[_Observed]:
+        return [r for g in self.groups for r in g.requests]
+
+
+def _conflicting_receipt(rid: UUID) -> InvalidInputError:
+    return _fail("receipts", f"Conflicting receipt identity for request {rid}", str(rid))
+
+
+Labelled = tuple[JudgmentEvidence, dict[str, bool]]
+
+
+def _votes(
+    rid: UUID, entries: list[Labelled]
+) -> tuple[dict[str, bool], dict[str, tuple[int, int]], int]:
+    """Collapse the labels of several judgments of one request (§E.5): the agreed label of
+    each candidate, where its evidence is (entry index, column), and the conflicts dropped."""
+    first = entries[0][0]
+    seen: dict[str, set[bool]] = {}
+    where: dict[str, tuple[int, int]] = {}
+    for number, (evidence, labels) in enumerate(entries):
+        if (evidence.weights, evidence.ranking_multipliers) != (
+            first.weights,
+            first.ranking_multipliers,
+        ):
+            raise _conflicting_receipt(rid)
+        for i, node_id in enumerate(evidence.node_ids):
+            seen.setdefault(node_id, set()).add(labels[node_id])
+            known = where.setdefault(node_id, (number, i))
+            other = entries[known[0]][0]
+            if (other.traces[known[1]], other.scores[known[1]]) != (
+                evidence.traces[i],
+                evidence.scores[i],
+            ):
+                raise _conflicting_receipt(rid)
+    agreed = {n: next(iter(v)) for n, v in seen.items() if len(v) == 1}
+    return agreed, {n: where[n] for n in agreed}, len(seen) - len(agreed)
+
+
+def _observed(rid: UUID, entries: list[Labelled]) -> tuple[_Observed, int]:
+    """The request's judged candidates (positives first) and its conflicting-label count."""
+    first = entries[0][0]
+    if len(entries) == 1:  # the common case: one judgment, nothing to collapse
+        labels = entries[0][1]
+        column = dict(zip(first.node_ids, range(len(first.node_ids)), strict=True))
+        conflicts = 0
+    else:
+        labels, where, conflicts = _votes(rid, entries)
+    positive = sorted([n for n, relevant in labels.items() if relevant])
+    negative = sorted([n for n, relevant in labels.items() if not relevant])
+    if len(entries) == 1:
+        order = [column[n] for n in positive] + [column[n] for n in negative]
+        traces = [first.traces[i] for i in order]
+        scores = [first.scores[i] for i in order]
+    else:
+        cells = [where[n] for n in (*positive, *negative)]
+        traces = [entries[e][0].traces[i] for e, i in cells]
+        scores = [entries[e][0].scores[i] for e, i in cells]
+    observed = _Observed(
+        rid, first.weights, first.ranking_multipliers, positive, negative, traces, scores
+    )
+    return observed, conflicts
+
+
+def observe(
+    snapshot: Snapshot,
+    *,
+    user_id: str,
+    scopes: ScopeInput = None,
+    surface: str = "results",
+    config: LearningConfig | Mapping[str, Any] | None = None,
+    query_groups: Mapping[Any, str] | None = None,
+) -> Observations:
+    """§E.3–E.6: check labels, count exclusions, collapse votes, group the requests."""
+    return _observe(snapshot, _request(user_id, scopes, surface, config), query_groups)
+
+
+def _observe(
+    snapshot: Snapshot, asked: _Request, query_groups: Mapping[Any, str] | None
+) -> Observations:
+    cfg = asked.config
+    queries = {rid: query for rid, (_, query) in snapshot.receipts.items()}
+    explicit, names_by_query = _explicit_groups(query_groups, queries)
+
+    # ---- exclusions (first matching rule wins); included judgments by request
+    exclusions = dict.fromkeys(EXCLUSION_KEYS, 0)
+    included: dict[UUID, list[Labelled]] = {}
+    scope_keys: dict[Any, ScopeKey] = {}
+    for judgment in snapshot.judgments:
+        record, evidence = judgment.record, judgment.evidence
+        labels = _checked_labels(record, evidence)
+        scope_key = scope_keys.get(evidence.scopes)
+        if scope_key is None:
+            scope_key = scope_keys[evidence.scopes] = scope_set_key(evidence.scopes)
+        if record.surface != asked.surface:
+            exclusions["other_surface_records"] += 1
+        elif scope_key != asked.scopes:
+            exclusions["other_scope_records"] += 1
+        # legacy_receipt_records: prme's receipt schema always carries provenance, so it stays 0.
+        elif evidence.fusion != "weighted":
+            exclusions["rank_fusion_receipt_records"] += 1
+        else:
+            included.setdefault(record.request_id, []).append((evidence, labels))
+
+    # ---- observations, in request-id order, grouped by query
+    groups: dict[str, _Group] = {}
+    group_of_query: dict[str, tuple[list[str], str]] = {}  # repeats share one group id
+    normalized_of: dict[str, str] = {}  # repeated query texts normalize once
+    for rid in sorted(included, key=uuid_text_order):
+        observed, conflicts = _observed(rid, included[rid])
+        exclusions["conflicting_candidate_labels"] += conflicts
+        pairs = len(observed.positive_ids) * len(observed.negative_ids)
+        if pairs == 0:
+            exclusions["requests_without_explicit_pairs"] += 1
+            continue
+        if pairs > cfg.max_pairs_per_request:
+            raise _fail(
+                "max_pairs_per_request",
+                f"Explicit pair count exceeds max_pairs_per_request ({pairs} pairs in request "
+                f"{rid}, limit {cfg.max_pairs_per_request})",
+                pairs,
+            )
+        text = queries[rid]
+        query = normalized_of.get(text) or normalized_of.setdefault(text, normalized(text))
+        known_group = group_of_query.get(query)
+        if known_group is None:
+            identity = group_identity(query, names_by_query.get(query))
+            known_group = group_of_query[query] = (identity, group_id(identity))
+        identity, gid = known_group
+        group = groups.get(gid)
+        if group is None:
+            validation = is_validation(cfg.seed, gid, cfg.validation_fraction)
+            group = groups[gid] = _Group(gid, group_label(identity), set(), validation, [])
+        group.queries.add(query)
+        group.requests.append(observed)
+    return Observations(
+        user_id=asked.user_id,
+        scopes=asked.scopes,
+        surface=asked.surface,
+        config=cfg,
+        query_groups=explicit,
+        receipt_checksums={
+            rid: snapshot.receipts[rid][0] for rid in sorted(snapshot.receipts, key=uuid_text_order)
+        },
+        record_checksums={j.record.feedback_id: j.record_checksum for j in snapshot.judgments},
+        feedback_ids=tuple(j.record.feedback_id for j in snapshot.judgments),
+        exclusions=exclusions,
+        groups=[groups[g] for g in sorted(groups)],
+    )
+
+
+# --------------------------------------------------------------------------- feature table
 def _weights_key(weights: ScoringWeights) -> tuple[float, ...]:
     # Everything weighted_score reads from the weights (node-type boosts live in the trace).
     return (*weights.additive(), weights.temporal_boost, weights.relevance_floor)
 
 
-class _Table:
-    """Trace features of the judged candidates of every observation, one row each."""
-
-    def __init__(self, requests: list[_Request]) -> None:
-        rows: list[tuple[float, ...]] = []
-        ids: list[str] = []
-        classes: dict[tuple[float, ...], ScoringWeights] = {}
-        class_of: list[tuple[float, ...]] = []
-        for request in requests:
-            candidates = {c.node_id: c for c in request.receipt.candidates}
-            key = _weights_key(request.receipt.weights)
-            classes.setdefault(key, request.receipt.weights)
-            judged = [*request.positives, *request.negatives]
-            request.rows = list(range(len(rows), len(rows) + len(judged)))
-            rows.extend(_trace_rows(candidates[node_id] for node_id in judged))
-            ids.extend([*request.positive_ids, *request.negative_ids])
-            class_of.extend([key] * len(judged))
-        self.features: FloatArray = np.asarray(rows, dtype=np.float64).reshape(-1, 10)
-        self.node_ids = ids
-        self.path_scores: list[float] = self.features[:, _PATH].tolist()
-        self.classes = classes
-        self.members: dict[tuple[float, ...], IntArray] = {
-            key: np.asarray([i for i, k in enumerate(class_of) if k == key], dtype=np.int64)
-            for key in classes
-        }
-
-    def exact_scores(self, multipliers: RankingMultipliers) -> list[float]:
-        """Every row's score by the exact replay arithmetic (weighted_scores ≡ weighted_score)."""
-        out = [0.0] * len(self.node_ids)
-        for key, base in self.classes.items():
-            index = self.members[key]
-            block = self.features[index]
-            columns = {name: block[:, j] for j, name in enumerate(TRACE_COLUMNS)}
-            for i, score in zip(
-                index.tolist(),
-                weighted_scores(columns, adjusted_weights(base, multipliers)),
-                strict=True,
-            ):
-                out[i] = score
-        return out
-
-
-_trace_values = itemgetter(*TRACE_COLUMNS)
-
-
-def _trace_rows(candidates: Iterable[Any]) -> list[tuple[float, ...]]:
-    return [_trace_values(c.trace.__dict__) for c in candidates]
-
-
-def _columns(rows: list[tuple[float, ...]]) -> dict[str, FloatArray]:
-    block = np.asarray(rows, dtype=np.float64).reshape(-1, len(TRACE_COLUMNS))
+def _columns(block: FloatArray) -> dict[str, FloatArray]:
     return {name: block[:, j] for j, name in enumerate(TRACE_COLUMNS)}
 
 
-def _check_replays(receipts: list[RetrievalReceipt]) -> None:
-    """The recorded multipliers over the pre-multiplier weights reproduce every stored score.
+def _classes(keys: list[Any], sizes: IntArray) -> dict[Any, IntArray]:
+    """Table rows of each distinct per-request key (requests own ``sizes`` rows each, in order)."""
+    number: dict[Any, int] = {}
+    per_request = np.asarray([number.setdefault(k, len(number)) for k in keys], dtype=np.int64)
+    per_row = np.repeat(per_request, sizes)
+    return {key: np.flatnonzero(per_row == n) for key, n in number.items()}
 
-    Equivalent to ``receipt.replay_scores() == [c.score ...]`` for each receipt, batched: receipts
-    with the same weights and multipliers are replayed in one vectorized call (same arithmetic).
+
+class _Table:
+    """Every judged candidate of every observed request as one row of trace features, and every
+    explicit (positive, negative) pair as a pair of rows.
+
+    Rows of one request are contiguous (positives, then negatives), so a stable sort by
+    (request, ranking key) keeps each request in its own row range. Pairs run request by
+    request, positive-major, as the objective and the metrics define them.
     """
-    classes: dict[tuple[Any, ...], list[RetrievalReceipt]] = {}
-    for receipt in receipts:
-        recorded = receipt.ranking_multipliers
-        applied = None if recorded is None or recorded.is_neutral else recorded.as_tuple()
-        classes.setdefault((_weights_key(receipt.weights), applied), []).append(receipt)
-    mismatched: list[str] = []
-    for members in classes.values():
-        first = members[0]
-        weights = adjusted_weights(first.weights, first.ranking_multipliers)
-        candidates = [c for r in members for c in r.candidates]
-        replayed = weighted_scores(_columns(_trace_rows(candidates)), weights)
-        if replayed != [c.score for c in candidates]:
-            start = 0
-            for receipt in members:
-                end = start + len(receipt.candidates)
-                if replayed[start:end] != [c.score for c in receipt.candidates]:
-                    mismatched.append(str(receipt.request_id))
-                start = end
-    if mismatched:
-        rid = min(mismatched)
-        raise _fail("receipts", f"Baseline score replay mismatch for request {rid}", rid)
+
+    def __init__(self, requests: list[_Observed]) -> None:
+        traces: list[tuple[float, ...]] = []
+        recorded: list[float] = []
+        ids: list[str] = []
+        for request in requests:
+            request.first_row = len(ids)
+            traces.extend(request.traces)
+            recorded.extend(request.scores)
+            ids.extend(request.positive_ids)
+            ids.extend(request.negative_ids)
+        n_pos = np.asarray([len(r.positive_ids) for r in requests], dtype=np.int64)
+        n_neg = np.asarray([len(r.negative_ids) for r in requests], dtype=np.int64)
+        sizes = n_pos + n_neg
+        first = np.cumsum(sizes) - sizes
+        self.requests = requests
+        self.n_pos, self.n_neg = n_pos, n_neg
+        self.features: FloatArray = np.asarray(traces, dtype=np.float64).reshape(
+            -1, len(TRACE_COLUMNS)
+        )
+        self.recorded = recorded
+        self.owner: IntArray = np.repeat(np.arange(len(requests), dtype=np.int64), sizes)
+        self.first_row: IntArray = np.repeat(first, sizes)
+        self.id_rank: IntArray = np.unique(np.asarray(ids, dtype=str), return_inverse=True)[
+            1
+        ].astype(np.int64)
+        # pairs: request r owns n_pos[r]·n_neg[r] of them, t = p·n_neg[r] + q
+        pairs = n_pos * n_neg
+        self.pair_request: IntArray = np.repeat(np.arange(len(requests), dtype=np.int64), pairs)
+        t = np.arange(int(pairs.sum()), dtype=np.int64) - np.repeat(np.cumsum(pairs) - pairs, pairs)
+        width = n_neg[self.pair_request]
+        self.pair_pos: IntArray = first[self.pair_request] + t // width
+        self.pair_neg: IntArray = first[self.pair_request] + n_pos[self.pair_request] + t % width
+        weight_keys = [_weights_key(r.weights) for r in requests]
+        replay_keys = [
+            (key, None if _is_neutral(r.multipliers) else _as_tuple(r.multipliers))
+            for key, r in zip(weight_keys, requests, strict=True)
+        ]
+        self.weights: dict[Any, ScoringWeights] = {}
+        self.recorded_weights: dict[Any, ScoringWeights] = {}
+        for request, weight_key, replay_key in zip(requests, weight_keys, replay_keys, strict=True):
+            self.weights.setdefault(weight_key, request.weights)
+            if replay_key not in self.recorded_weights:
+                self.recorded_weights[replay_key] = adjusted_weights(
+                    request.weights, request.multipliers
+                )
+        self.by_weights = _classes(weight_keys, sizes)
+        self.by_replay = _classes(replay_keys, sizes)
+
+    def _scores(self, index: IntArray, weights: ScoringWeights) -> list[float]:
+        return weighted_scores(_columns(self.features[index]), weights)
+
+    def exact_scores(self, multipliers: RankingMultipliers) -> FloatArray:
+        """Every row's score by the exact replay arithmetic (weighted_scores ≡ weighted_score)."""
+        out = np.empty(len(self.recorded), dtype=np.float64)
+        for key, index in self.by_weights.items():
+            out[index] = self._scores(index, adjusted_weights(self.weights[key], multipliers))
+        return out
+
+    def check_replays(self) -> None:
+        """The recorded multipliers over the pre-multiplier weights reproduce every judged score.
+
+        Equivalent to ``weighted_score(trace, receipt.applied_weights()) == score`` per judged
+        candidate, batched: rows with the same weights and multipliers replay in one call.
+        """
+        mismatched: set[int] = set()
+        for key, index in self.by_replay.items():
+            replayed = self._scores(index, self.recorded_weights[key])
+            rows = index.tolist()
+            mismatched.update(
+                int(self.owner[row])
+                for row, score in zip(rows, replayed, strict=True)
+                if score != self.recorded[row]
+            )
+        if mismatched:
+            rid = min(str(self.requests[i].request_id) for i in mismatched)
+            raise _fail("receipts", f"Baseline score replay mismatch for request {rid}", rid)
+
+    def positions(self, scores: FloatArray) -> IntArray:
+        """Each row's 0-based position within its request under the ranking policy
+        (score desc, path score desc, node id asc)."""
+        order = np.lexsort((self.id_rank, -self.features[:, _PATH], -scores, self.owner))
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        positions: IntArray = rank - self.first_row
+        return positions
+
+    def metrics(self, positions: IntArray, k: int) -> tuple[list[float], list[float]]:
+        """Per request: pairwise accuracy and judged NDCG@k of its judged order.
+
+        The same arithmetic as :func:`prme.learning.metrics.pairwise_accuracy` and
+        :func:`~prme.learning.metrics.judged_ndcg`: exact integer pair counts divided once, and
+        DCG summed left to right over the hit positions in ascending order (one vector step per
+        hit rank, so every request adds in exactly the order ``sum(..., 0.0)`` would).
+        """
+        requests = len(self.requests)
+        correct = np.bincount(
+            self.pair_request,
+            weights=(positions[self.pair_pos] < positions[self.pair_neg]).astype(np.float64),
+            minlength=requests,
+        )
+        pairwise = correct / (self.n_pos * self.n_neg)
+        is_positive = np.arange(len(positions)) - self.first_row < self.n_pos[self.owner]
+        is_hit = is_positive & (positions < k)
+        hit_rows = np.flatnonzero(is_hit)
+        hit_owner = self.owner[hit_rows]
+        hit_pos = positions[hit_rows]
+        order = np.lexsort((hit_pos, hit_owner))
+        hit_owner, hit_pos = hit_owner[order], hit_pos[order]
+        counts = np.bincount(hit_owner, minlength=requests)
+        rank = np.arange(len(hit_owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+        gains = np.asarray([discount(int(i)) for i in range(k)] or [0.0], dtype=np.float64)
+        dcg = np.zeros(requests, dtype=np.float64)
+        for step in range(int(counts.max()) if requests else 0):
+            at = rank == step
+            dcg[hit_owner[at]] = dcg[hit_owner[at]] + gains[hit_pos[at]]
+        ideal_by_n = {
+            n: sum((discount(i) for i in range(min(k, n))), 0.0) for n in set(self.n_pos.tolist())
+        }
+        ideal = np.asarray([ideal_by_n[n] for n in self.n_pos.tolist()], dtype=np.float64)
+        ndcg: list[float] = (dcg / ideal).tolist() if requests else []
+        return pairwise.tolist(), ndcg
+
+
+def _is_neutral(multipliers: RankingMultipliers | None) -> bool:
+    return multipliers is None or multipliers.is_neutral
+
+
+def _as_tuple(multipliers: RankingMultipliers | None) -> tuple[float, ...] | None:
+    return None if multipliers is None else multipliers.as_tuple()
 
 
 # ---------------------------------------------------------------------------------- fitting
@@ -319,31 +665,31 @@ class _Objective:
     """
 
     def __init__(self, table: _Table, groups: list[_Group], config: LearningConfig) -> None:
-        used: list[int] = []  # feature-table rows of the training requests
-        base_rows: list[tuple[float, ...]] = []
-        pos: list[int] = []
-        neg: list[int] = []
-        weight: list[float] = []
+        requests = len(table.requests)
+        # Each training pair weighs 1 / (|groups| · |requests of its group| · n_pos · n_neg).
+        denominator = np.zeros(requests, dtype=np.int64)
+        number = {id(r): i for i, r in enumerate(table.requests)}
         for group in groups:
             for request in group.requests:
-                base = request.receipt.weights
-                first = len(used)
-                used.extend(request.rows)
-                base_rows.extend(
-                    [(*base.additive(), base.relevance_floor, base.temporal_boost)]
-                    * len(request.rows)
-                )
-                n_pos = len(request.positives)
-                n_neg = len(request.negatives)
-                share = 1.0 / (len(groups) * len(group.requests) * n_pos * n_neg)
-                for p in range(first, first + n_pos):
-                    for q in range(first + n_pos, first + n_pos + n_neg):
-                        pos.append(p)
-                        neg.append(q)
-                        weight.append(share)
-        f = table.features[np.asarray(used, dtype=np.int64)]
-        b = np.asarray(base_rows, dtype=np.float64).reshape(-1, 8)
-        w0, floor, temporal_boost = b[:, :6], b[:, 6], b[:, 7]
+                i = number[id(request)]
+                denominator[i] = len(groups) * len(group.requests) * table.n_pos[i] * table.n_neg[i]
+        training = denominator[table.pair_request] > 0
+        # Only the rows of training pairs enter the loss; pairs index into that subset.
+        rows = np.flatnonzero(np.repeat(denominator > 0, table.n_pos + table.n_neg))
+        subset = np.full(len(table.recorded), -1, dtype=np.int64)
+        subset[rows] = np.arange(len(rows))
+        self.pos = subset[table.pair_pos[training]]
+        self.neg = subset[table.pair_neg[training]]
+        self.weight = 1.0 / denominator[table.pair_request[training]].astype(np.float64)
+        base = np.asarray(
+            [
+                (*r.weights.additive(), r.weights.relevance_floor, r.weights.temporal_boost)
+                for r in table.requests
+            ],
+            dtype=np.float64,
+        ).reshape(-1, 8)[table.owner[rows]]
+        f = table.features[rows]
+        w0, floor, temporal_boost = base[:, :6], base[:, 6], base[:, 7]
         scale = f[:, _EPISTEMIC] * f[:, _BOOST]
         self.numerator = [f[:, j] * w0[:, j] * scale for j in range(6)]
         self.denominator = [w0[:, j] for j in range(6)]
@@ -352,9 +698,6 @@ class _Objective:
         relevance = f[:, 0] + f[:, 1]
         self.capped = (floor > 0.0) & (relevance < floor)
         self.relevance = relevance
-        self.pos = np.asarray(pos, dtype=np.int64)
-        self.neg = np.asarray(neg, dtype=np.int64)
-        self.weight = np.asarray(weight, dtype=np.float64)
         self.margin_scale = config.margin_scale
         self.regularization = config.regularization
 
@@ -404,171 +747,34 @@ def _multipliers(logs: FloatArray) -> RankingMultipliers:
 
 
 # ---------------------------------------------------------------------------------- metrics
-def _ranked(request: _Request, table: _Table, scores: list[float]) -> list[str]:
-    """The judged candidates of one request in ranking-key order under the given scores."""
-    order = sorted(
-        request.rows,
-        key=lambda i: ranking_key(scores[i], table.path_scores[i], table.node_ids[i]),
-    )
-    return [table.node_ids[i] for i in order]
-
-
-def _metrics(request: _Request, ranked: list[str], k: int) -> tuple[float, float]:
-    """(pairwise accuracy, judged NDCG@k) of one request's judged order."""
-    return (
-        pairwise_accuracy(ranked, request.positive_ids, request.negative_ids),
-        judged_ndcg(ranked, request.positive_ids, k),
-    )
-
-
-def _group_result(
-    group: _Group, table: _Table, baseline: list[float], candidate: list[float], k: int
-) -> QueryLearningResult:
-    base: list[tuple[float, float]] = []
-    cand: list[tuple[float, float]] = []
-    for request in group.requests:
-        before = _ranked(request, table, baseline)
-        after = _ranked(request, table, candidate)
-        base.append(_metrics(request, before, k))
-        cand.append(base[-1] if after == before else _metrics(request, after, k))
-    return QueryLearningResult(
-        group_id=group.group_id,
-        group_label=group.label,
-        normalized_queries=tuple(sorted(group.queries)),
-        split="validation" if group.validation else "train",
-        request_ids=tuple(r.receipt.request_id for r in group.requests),
-        baseline_pairwise_accuracy=mean([m[0] for m in base]),
-        candidate_pairwise_accuracy=mean([m[0] for m in cand]),
-        baseline_judged_ndcg=mean([m[1] for m in base]),
-        candidate_judged_ndcg=mean([m[1] for m in cand]),
-    )
+def _group_results(
+    groups: list[_Group],
+    baseline: tuple[list[float], list[float]],
+    candidate: tuple[list[float], list[float]],
+) -> tuple[QueryLearningResult, ...]:
+    """One result per group: its requests' mean metrics, baseline vs candidate."""
+    results = []
+    start = 0
+    for group in groups:
+        end = start + len(group.requests)
+        results.append(
+            QueryLearningResult(
+                group_id=group.group_id,
+                group_label=group.label,
+                normalized_queries=tuple(sorted(group.queries)),
+                split="validation" if group.validation else "train",
+                request_ids=tuple(r.request_id for r in group.requests),
+                baseline_pairwise_accuracy=mean(baseline[0][start:end]),
+                candidate_pairwise_accuracy=mean(candidate[0][start:end]),
+                baseline_judged_ndcg=mean(baseline[1][start:end]),
+                candidate_judged_ndcg=mean(candidate[1][start:end]),
+            )
+        )
+        start = end
+    return tuple(results)
 
 
 # ------------------------------------------------------------------------------ the gate
-@dataclass
-class Observations:
-    """Validated gate-1 inputs: snapshot identities, exclusion counts and the observed groups."""
-
-    user_id: str
-    scopes: ScopeKey
-    surface: str
-    config: LearningConfig
-    query_groups: dict[UUID, str] | None
-    receipt_checksums: dict[UUID, str]
-    record_checksums: dict[UUID, str]
-    feedback_ids: tuple[UUID, ...]
-    exclusions: dict[str, int]
-    groups: list[_Group]  # sorted by group id; requests in request-id order
-
-    @property
-    def training(self) -> list[_Group]:
-        return [g for g in self.groups if not g.validation]
-
-    @property
-    def requests(self) -> list[_Request]:
-        return [r for g in self.groups for r in g.requests]
-
-
-def observe(
-    receipts: Iterable[RetrievalReceipt],
-    records: Iterable[RelevanceRecord],
-    *,
-    user_id: str,
-    scopes: ScopeInput = None,
-    surface: str = "results",
-    config: LearningConfig | Mapping[str, Any] | None = None,
-    query_groups: Mapping[Any, str] | None = None,
-) -> Observations:
-    """§E.3–E.6: validate every input, count exclusions, collapse votes, group the requests."""
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise _fail("user_id", "Learning requires an owner and a valid relevance surface", user_id)
-    if surface not in SURFACES:
-        raise _fail("surface", "Learning requires an owner and a valid relevance surface", surface)
-    key: ScopeKey = normalize_scope_key(scopes, "scopes")
-    cfg = _config(config)
-    by_request, receipt_sums = _distinct_receipts(receipts, user_id)
-    ordered, record_sums = _distinct_records(records, user_id)
-    explicit, names_by_query = _explicit_groups(query_groups, by_request)
-    checked = [
-        _check_record(r, by_request.get(r.request_id), receipt_sums.get(r.request_id))
-        for r in ordered
-    ]
-
-    # ---- exclusions (first matching rule wins) and per-candidate votes
-    exclusions = dict.fromkeys(EXCLUSION_KEYS, 0)
-    votes: dict[UUID, dict[UUID, set[bool]]] = {}
-    for record, receipt in zip(ordered, checked, strict=True):
-        if record.surface != surface:
-            exclusions["other_surface_records"] += 1
-        elif scope_set_key(receipt.scopes) != key:
-            exclusions["other_scope_records"] += 1
-        # legacy_receipt_records: prme's receipt schema always carries provenance, so it stays 0.
-        elif receipt.scoring.fusion != "weighted":
-            exclusions["rank_fusion_receipt_records"] += 1
-        else:
-            per_node = votes.setdefault(receipt.request_id, {})
-            for node_id, relevant in record.labels.items():
-                per_node.setdefault(node_id, set()).add(relevant)
-
-    # ---- observations, in request-id order, grouped by query
-    groups: dict[str, _Group] = {}
-    group_of_query: dict[str, tuple[list[str], str]] = {}  # repeats share one group id
-    for rid in sorted(votes, key=str):
-        per_node = votes[rid]
-        exclusions["conflicting_candidate_labels"] += sum(
-            1 for v in per_node.values() if len(v) > 1
-        )
-        named = sorted((str(n), n) for n in per_node)
-        positive = [(t, n) for t, n in named if per_node[n] == {True}]
-        negative = [(t, n) for t, n in named if per_node[n] == {False}]
-        pairs = len(positive) * len(negative)
-        if pairs == 0:
-            exclusions["requests_without_explicit_pairs"] += 1
-            continue
-        if pairs > cfg.max_pairs_per_request:
-            raise _fail(
-                "max_pairs_per_request",
-                f"Explicit pair count exceeds max_pairs_per_request ({pairs} pairs in request "
-                f"{rid}, limit {cfg.max_pairs_per_request})",
-                pairs,
-            )
-        receipt = by_request[rid]
-        query = normalized(receipt.query)
-        known = group_of_query.get(query)
-        if known is None:
-            identity = group_identity(query, names_by_query.get(query))
-            known = group_of_query[query] = (identity, group_id(identity))
-        identity, gid = known
-        group = groups.get(gid)
-        if group is None:
-            validation = is_validation(cfg.seed, gid, cfg.validation_fraction)
-            group = groups[gid] = _Group(gid, group_label(identity), set(), validation)
-        group.queries.add(query)
-        group.requests.append(
-            _Request(
-                receipt,
-                gid,
-                [n for _, n in positive],
-                [n for _, n in negative],
-                [t for t, _ in positive],
-                [t for t, _ in negative],
-            )
-        )
-    _check_replays([r.receipt for g in groups.values() for r in g.requests])
-    return Observations(
-        user_id=user_id,
-        scopes=key,
-        surface=surface,
-        config=cfg,
-        query_groups=explicit,
-        receipt_checksums=dict(sorted(receipt_sums.items(), key=lambda kv: str(kv[0]))),
-        record_checksums=record_sums,
-        feedback_ids=tuple(r.feedback_id for r in ordered),
-        exclusions=exclusions,
-        groups=[groups[g] for g in sorted(groups)],
-    )
-
-
 def fit_multipliers(
     observations: Observations, table: _Table | None = None
 ) -> tuple[RankingMultipliers, float, float]:
@@ -609,24 +815,45 @@ def evaluate_learning(
         InvalidInputError: any §E.3 validation failure, a replay mismatch, or too many pairs;
             the field names the offending argument.
     """
-    obs = observe(
-        receipts,
-        records,
-        user_id=user_id,
-        scopes=scopes,
-        surface=surface,
-        config=config,
-        query_groups=query_groups,
-    )
+    asked = _request(user_id, scopes, surface, config)
+    snapshot = snapshot_from_receipts(receipts, records, asked.user_id)
+    return _evaluate(snapshot, asked, query_groups)
+
+
+def evaluate_judgments(
+    judgments: Iterable[Judgment],
+    *,
+    user_id: str,
+    scopes: ScopeInput = None,
+    surface: str = "results",
+    config: LearningConfig | Mapping[str, Any] | None = None,
+    query_groups: Mapping[Any, str] | None = None,
+) -> LearningEvaluation:
+    """:func:`evaluate_learning` over records with their stored evidence (the engine's path).
+
+    The snapshot's receipts are exactly the judged ones; the report equals
+    ``evaluate_learning(judged receipts, records, ...)`` byte for byte.
+    """
+    asked = _request(user_id, scopes, surface, config)
+    snapshot = snapshot_from_judgments(judgments, asked.user_id)
+    return _evaluate(snapshot, asked, query_groups)
+
+
+def _evaluate(
+    snapshot: Snapshot, asked: _Request, query_groups: Mapping[Any, str] | None
+) -> LearningEvaluation:
+    obs = _observe(snapshot, asked, query_groups)
     cfg = obs.config
     train = obs.training
     requests = obs.requests
+    table = _Table(requests)
+    table.check_replays()
     coverage = {
         "feedback_records": len(obs.feedback_ids),
         "requests_with_pairs": len(requests),
         "training_queries": len(train),
         "validation_queries": len(obs.groups) - len(train),
-        "explicit_pairs": sum(len(r.positives) * len(r.negatives) for r in requests),
+        "explicit_pairs": sum(len(r.positive_ids) * len(r.negative_ids) for r in requests),
     }
     explicit = obs.query_groups
     snapshot_checksum = checksum(
@@ -675,14 +902,12 @@ def evaluate_learning(
             missing_groups=missing_groups(coverage, cfg),
         )
 
-    # ---- fit on training groups only, then score every group with the exact replay
-    table = _Table(requests)
+    # ---- fit on training groups only, then rank every request with the exact replay
     fitted, before, after = fit_multipliers(obs, table)
-    baseline_scores = table.exact_scores(RankingMultipliers())
-    candidate_scores = table.exact_scores(fitted)
-    results = tuple(
-        _group_result(g, table, baseline_scores, candidate_scores, cfg.ndcg_k) for g in obs.groups
-    )
+    k = cfg.ndcg_k
+    baseline = table.metrics(table.positions(table.exact_scores(RankingMultipliers())), k)
+    candidate = table.metrics(table.positions(table.exact_scores(fitted)), k)
+    results = _group_results(obs.groups, baseline, candidate)
     held_out = [q for q in results if q.split == "validation"]
     diffs = [q.ndcg_diff for q in held_out]
     gain = mean(diffs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Hashable, Sequence
+from functools import lru_cache
 from typing import TypeVar
 
 from prme.errors import InvalidInputError
@@ -36,6 +37,12 @@ def _hits(ranked_ids: Sequence[T], relevant: frozenset[T], k: int) -> list[int]:
     return [i for i, item in enumerate(ranked_ids[:k]) if item in relevant]
 
 
+@lru_cache(maxsize=4096)
+def discount(position: int) -> float:
+    """The gain of a relevant item at 0-based ``position``: ``1 / log2(position + 2)``."""
+    return 1.0 / math.log2(position + 2)
+
+
 def dcg(hit_positions: Sequence[int], k: int) -> float:
     """``DCG@k = Σ_{i ∈ hit_positions, i < k} 1 / log2(i + 2)``.
 
@@ -51,7 +58,7 @@ def dcg(hit_positions: Sequence[int], k: int) -> float:
         raise InvalidInputError(
             "hit_positions", "must be distinct non-negative positions", list(hit_positions)
         )
-    return sum((1.0 / math.log2(i + 2) for i in sorted(hit_positions) if i < k), 0.0)
+    return sum((discount(i) for i in sorted(hit_positions) if i < k), 0.0)
 
 
 def ideal_dcg(n_relevant: int, k: int) -> float:

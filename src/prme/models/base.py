@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -37,3 +38,7 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 UnitFloat = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Sha256Hex = Annotated[str, Field(pattern=SHA256_PATTERN)]
 NonBlankStr = Annotated[str, Field(min_length=1, pattern=r"\S")]
+
+# str(UUID) is the fixed-width lowercase hex of UUID.int, so sorting by .int is sorting by the
+# canonical text, without formatting thousands of strings.
+uuid_text_order = attrgetter("int")

@@ -208,7 +208,8 @@ class LearningEvaluation(Frozen):
     def _consistent(self) -> LearningEvaluation:
         if self.scopes is not None and scope_set_key(self.scopes) != self.scopes:
             raise ValueError("report scopes must be a non-empty, sorted, unique scope set")
-        if [str(f) for f in self.feedback_ids] != sorted({str(f) for f in self.feedback_ids}):
+        order = [f.int for f in self.feedback_ids]  # .int order is canonical-text order
+        if order != sorted(set(order)):
             raise ValueError("feedback_ids must be unique and sorted")
         if set(self.coverage) != set(COVERAGE_KEYS):
             raise ValueError(f"coverage must have exactly the keys {list(COVERAGE_KEYS)}")
@@ -279,7 +280,8 @@ class LearningEvaluation(Frozen):
         if len(set(requests)) != len(requests) or not set(requests) <= set(self.receipt_checksums):
             raise ValueError("aggregate metrics: request ids must be unique saved receipts")
         for query in self.queries:
-            if [str(r) for r in query.request_ids] != sorted(str(r) for r in query.request_ids):
+            order = [r.int for r in query.request_ids]  # .int order is canonical-text order
+            if order != sorted(order):
                 raise ValueError("aggregate metrics: request ids must be sorted")
         train = [q for q in self.queries if q.split == "train"]
         validation = [q for q in self.queries if q.split == "validation"]

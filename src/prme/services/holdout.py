@@ -127,8 +127,7 @@ def evaluate(
             f"{gate2.FROZEN_PACK}: the receipts saw content write sequence {report.write_seq} "
             f"but the pack is now at {current.write_seq}, so pack_digest would not describe them",
         )
-    attested = reports.attest(engine, report)
-    reports.persist(engine, REPORT_OP, owner, attested.input_checksum, attested)
+    attested = reports.attest_and_persist(engine, REPORT_OP, owner, report.input_checksum, report)
     return attested
 
 

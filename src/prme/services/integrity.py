@@ -9,6 +9,8 @@ Everything is read in one consistent snapshot and nothing is repaired or written
 - ``oplog``: every operation's payload matches its checksum;
 - ``receipt``: every retrieval receipt parses, is canonical and replays its scores and order;
 - ``relevance``: every judgment verifies and is bound to a stored receipt with its checksum;
+- ``evidence``: every judgment's stored evidence is canonical, names its judgment, and equals
+  the evidence cut afresh from the judged receipt;
 - ``profile`` / ``report``: every ranking profile and evaluation report verifies, and every
   attestation (including the reports embedded in profiles) was made by this pack's secret;
 - ``state`` / ``pointer``: every pointer transition verifies, each (owner, scope set) history is
@@ -30,18 +32,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, model_validator
 
-from prme.canonical import sha256_hex
+from prme.canonical import canonical_json, sha256_hex
 from prme.engine import Engine
 from prme.models.base import Frozen
+from prme.models.evidence import JudgmentEvidence
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.profiles import RankingProfile, RankingProfileState
+from prme.models.relevance import RelevanceRecord
 from prme.models.scope import ScopeKey
 from prme.services import profiles, reports
 from prme.services.holdout import REPORT_OP as HOLDOUT_REPORT_OP
 from prme.services.learning import LEARNING_REPORT_OP
-from prme.services.receipts import RECEIPT_OP, parse_receipt
-from prme.services.relevance import RELEVANCE_OP, parse_record
+from prme.services.receipts import RECEIPT_OP, get_receipt, parse_receipt
+from prme.services.relevance import EVIDENCE_OP, RELEVANCE_OP, parse_evidence, parse_record
 from prme.storage.base import OpRecord
 from prme.storage.sqlite import SQLiteStore
 
@@ -52,6 +56,7 @@ CheckName = Literal[
     "oplog",
     "receipt",
     "relevance",
+    "evidence",
     "profile",
     "report",
     "state",
@@ -84,6 +89,7 @@ class IntegrityReport(Frozen):
     operations: int
     receipts: int
     relevance_records: int
+    relevance_evidence: int
     profiles: int
     pointer_states: int
     pointers: int
@@ -155,6 +161,7 @@ def _report(pack_id: str, write_seq: int, found: _Findings) -> IntegrityReport:
         operations=counts["operations"],
         receipts=counts["receipts"],
         relevance_records=counts["relevance_records"],
+        relevance_evidence=counts["relevance_evidence"],
         profiles=counts["profiles"],
         pointer_states=counts["pointer_states"],
         pointers=counts["pointers"],
@@ -221,6 +228,8 @@ class _Ledger:
     receipts: dict[tuple[str, str], str] = field(default_factory=dict)  # → receipt checksum
     unverified: set[tuple[str, str]] = field(default_factory=set)  # receipts that failed
     bindings: list[tuple[OpRecord, str, str]] = field(default_factory=list)  # judgments
+    records: dict[str, tuple[OpRecord, RelevanceRecord]] = field(default_factory=dict)  # by op id
+    evidence: list[OpRecord] = field(default_factory=list)
     profiles: dict[tuple[str, uuid.UUID], RankingProfile] = field(default_factory=dict)
     chains: dict[tuple[str, str], list[tuple[int, int, RankingProfileState]]] = field(
         default_factory=lambda: defaultdict(list)
@@ -256,6 +265,8 @@ def _check_operations(engine: Engine, store: SQLiteStore, found: _Findings) -> N
             found.add("relevance", op.op_id, f"judged receipt {request_id} is not stored")
         elif stored != receipt_checksum:
             found.add("relevance", op.op_id, f"receipt_checksum differs from receipt {request_id}")
+    for op in ledger.evidence:
+        _check_evidence(engine, op, found, ledger)
     _check_pointers(engine, found, ledger)
 
 
@@ -280,6 +291,35 @@ def _relevance(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) 
     record = found.verify("relevance", op.op_id, lambda: parse_record(op, op.user_id))
     if record is not None:
         ledger.bindings.append((op, str(record.request_id), record.receipt_checksum))
+        ledger.records[op.op_id] = (op, record)
+
+
+def _relevance_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
+    found.counts["relevance_evidence"] += 1
+    ledger.evidence.append(op)  # checked once every judgment has been read
+
+
+def _check_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
+    judged = ledger.records.get(op.op_id.removeprefix(f"{EVIDENCE_OP}:"))
+    if judged is None:
+        found.add("evidence", op.op_id, "evidence names no verified judgment")
+        return
+    record_op, record = judged
+    evidence = found.verify(
+        "evidence", op.op_id, lambda: parse_evidence(op, record_op, verify_canonical=True)
+    )
+    if evidence is None or (record.user_id, str(record.request_id)) not in ledger.receipts:
+        return  # the judgment's own binding check reports a missing or broken receipt
+    receipt = found.verify(
+        "evidence",
+        op.op_id,
+        lambda: get_receipt(engine, record.request_id, user_id=record.user_id),
+    )
+    if receipt is None:
+        return
+    fresh = JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
+    if canonical_json(fresh) != op.payload:
+        found.add("evidence", op.op_id, f"evidence differs from receipt {record.request_id}")
 
 
 def _attested(engine: Engine, report: BaseModel) -> bool:
@@ -337,6 +377,7 @@ def _state(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> N
 _HANDLERS: dict[str, Callable[[Engine, OpRecord, _Findings, _Ledger], None]] = {
     RECEIPT_OP: _receipt,
     RELEVANCE_OP: _relevance,
+    EVIDENCE_OP: _relevance_evidence,
     profiles.PROFILE_OP: _profile,
     profiles.STATE_OP: _state,
     LEARNING_REPORT_OP: _report_op,

@@ -6,23 +6,20 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from uuid import UUID
 
 from prme.engine import Engine
-from prme.errors import IntegrityError, InvalidInputError
-from prme.learning.gate1 import evaluate_learning as evaluate_gate1
+from prme.errors import InvalidInputError
+from prme.learning.gate1 import evaluate_judgments
 from prme.models.learning import LearningConfig, LearningEvaluation
-from prme.models.receipt import RetrievalReceipt
 from prme.models.scope import ScopeInput, normalize_scope_key
 from prme.services import reports
-from prme.services.receipts import gc_paused, get_receipt
-from prme.services.relevance import iter_relevance
+from prme.services.receipts import gc_paused
+from prme.services.relevance import read_judgments
 from prme.validation import require_int, require_owner
 
 LEARNING_REPORT_OP = "learning_evaluation"
 MAX_RECORDS_LIMIT = 100_000
 TOO_MANY_RECORDS = "Feedback exceeds max_records; increase the bound or export a deliberate dataset"
-MISSING_RECEIPT = "Feedback references a missing retrieval receipt"
 
 
 def evaluate_learning(
@@ -39,27 +36,22 @@ def evaluate_learning(
     owner = require_owner(user_id)
     bound = require_int(max_records, "max_records", minimum=1, maximum=MAX_RECORDS_LIMIT)
     normalize_scope_key(scopes, "scopes")  # fail on bad scopes before reading anything
-    records = list(iter_relevance(engine, owner, limit=bound + 1))
-    if len(records) > bound:
-        raise InvalidInputError("max_records", TOO_MANY_RECORDS, bound)
-    receipts: dict[UUID, RetrievalReceipt] = {}
     with gc_paused():
-        for rid in sorted({r.request_id for r in records}, key=str):
-            receipt = get_receipt(engine, rid, user_id=owner, verify_canonical=False)
-            if receipt is None:
-                raise IntegrityError(f"{MISSING_RECEIPT} ({rid})")
-            receipts[rid] = receipt
-        report = evaluate_gate1(
-            receipts.values(),
-            records,
+        judgments = read_judgments(engine, owner, limit=bound + 1)
+        if len(judgments) > bound:
+            raise InvalidInputError("max_records", TOO_MANY_RECORDS, bound)
+        report = evaluate_judgments(
+            judgments,
             user_id=owner,
             scopes=scopes,
             surface=surface,
             config=config,
             query_groups=query_groups,
         )
-    attested = reports.attest(engine, report)
-    reports.persist(engine, LEARNING_REPORT_OP, owner, attested.input_checksum, attested)
+        del judgments  # before the collector resumes: nothing left for it to scan
+    attested = reports.attest_and_persist(
+        engine, LEARNING_REPORT_OP, owner, report.input_checksum, report
+    )
     return attested
 
 

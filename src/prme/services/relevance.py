@@ -3,6 +3,9 @@
 Each judgment is one append-only operation keyed by
 ``uuid5(NAMESPACE_URL, json.dumps(["prme:relevance:v1", user_id, str(feedback_id)]))``, so the
 same ``feedback_id`` is idempotent per owner and independent between owners (reference §D.2).
+In the same transaction the engine appends the judgment's :class:`JudgmentEvidence` (the
+labelled candidates' columns, cut from the verified receipt), which gate 1 reads instead of
+re-parsing every whole receipt.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pydantic import ValidationError
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError, NotFoundError
+from prme.learning.gate1 import Judgment
+from prme.models.evidence import JudgmentEvidence
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.services.receipts import get_receipt
@@ -25,16 +30,23 @@ from prme.storage.timeutil import to_us
 from prme.validation import require_owner, require_page_limit, require_uuid
 
 RELEVANCE_OP = "relevance_recorded"
+EVIDENCE_OP = "relevance_evidence"
 OWNED_RECEIPT_REQUIRED = "A saved retrieval receipt owned by this user is required"
 LABELS_NOT_CANDIDATES = "Relevance labels must refer to saved response candidates"
 CONTEXT_LABELS = "Context labels require included entries; positive labels require source content"
 DIFFERENT_JUDGMENT = "feedback_id already identifies a different relevance judgment"
+MISSING_RECEIPT = "Feedback references a missing retrieval receipt"
 
 
 def relevance_op_id(user_id: str, feedback_id: uuid.UUID) -> str:
     """The operation id of a judgment (reference §D.2 step 7, §M.7)."""
     name = json.dumps(["prme:relevance:v1", user_id, str(feedback_id)])
     return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+def evidence_op_id(record_op_id: str) -> str:
+    """The operation id of a judgment's evidence: derived from the judgment's own op id."""
+    return f"{EVIDENCE_OP}:{record_op_id}"
 
 
 def missing_receipt(request_id: object) -> NotFoundError:
@@ -72,8 +84,13 @@ def check_labels(receipt: RetrievalReceipt, labels: Mapping[uuid.UUID, bool], su
             raise InvalidInputError("labels", f"{CONTEXT_LABELS} ({node_id})", str(node_id))
 
 
-def parse_record(op: OpRecord, user_id: str) -> RelevanceRecord:
-    """A stored judgment, verified: canonical bytes, owner and feedback id."""
+def parse_record(op: OpRecord, user_id: str, *, thorough: bool = True) -> RelevanceRecord:
+    """A stored judgment, verified: owner and feedback id, and by default canonical bytes and
+    operation id.
+
+    The operations log already verified SHA-256(payload); bulk readers may skip re-encoding
+    and re-deriving the op id with ``thorough=False`` (``prme pack check`` never does).
+    """
     if op.op_type != RELEVANCE_OP or op.user_id != user_id:
         raise IntegrityError("Relevance record owner or identity mismatch")
     try:
@@ -82,12 +99,12 @@ def parse_record(op: OpRecord, user_id: str) -> RelevanceRecord:
         raise IntegrityError(
             f"Relevance record checksum mismatch ({exc.errors()[0]['msg']})"
         ) from None
-    if canonical_json(record) != op.payload:
+    if thorough and canonical_json(record) != op.payload:
         raise IntegrityError("Relevance record checksum mismatch")
     if (
         record.user_id != user_id
         or str(record.feedback_id) != op.target_id
-        or relevance_op_id(user_id, record.feedback_id) != op.op_id
+        or (thorough and relevance_op_id(user_id, record.feedback_id) != op.op_id)
     ):
         raise IntegrityError("Relevance record owner or identity mismatch")
     return record
@@ -110,15 +127,27 @@ def record_relevance(
         receipt_checksum=receipt.checksum,
     )
     op_id = relevance_op_id(owner, parsed.feedback_id)
-    inserted = engine.store.append_op(
-        op_id=op_id,
-        op_type=RELEVANCE_OP,
-        user_id=owner,
-        target_id=str(parsed.feedback_id),
-        namespace=None,
-        created_at_us=to_us(record.recorded_at),
-        payload=canonical_json(record),
-    )
+    evidence = JudgmentEvidence.from_receipt(receipt, parsed.feedback_id, parsed.labels)
+    with engine.store.serialized(RELEVANCE_OP):  # the judgment and its evidence, atomically
+        inserted = engine.store.append_op(
+            op_id=op_id,
+            op_type=RELEVANCE_OP,
+            user_id=owner,
+            target_id=str(parsed.feedback_id),
+            namespace=None,
+            created_at_us=to_us(record.recorded_at),
+            payload=canonical_json(record),
+        )
+        if inserted:
+            engine.store.append_op(
+                op_id=evidence_op_id(op_id),
+                op_type=EVIDENCE_OP,
+                user_id=owner,
+                target_id=str(parsed.feedback_id),
+                namespace=None,
+                created_at_us=to_us(record.recorded_at),
+                payload=canonical_json(evidence),
+            )
     if inserted:
         return record
     stored_op = engine.store.get_op(op_id)
@@ -148,6 +177,61 @@ def iter_relevance(
         RELEVANCE_OP, user_id, after_target=after_id, limit=limit, order_by_target=True
     ):
         yield parse_record(op, user_id)
+
+
+def parse_evidence(
+    op: OpRecord, record_op: OpRecord, *, verify_canonical: bool = False
+) -> JudgmentEvidence:
+    """The stored evidence of the judgment in ``record_op``, checked against its operation
+    (``verify_canonical`` also re-encodes it and compares bytes, as ``prme pack check`` does)."""
+    if (
+        op.op_type != EVIDENCE_OP
+        or op.op_id != evidence_op_id(record_op.op_id)
+        or (op.user_id, op.target_id) != (record_op.user_id, record_op.target_id)
+    ):
+        raise IntegrityError(f"Relevance evidence identity mismatch ({op.op_id})")
+    try:
+        evidence = JudgmentEvidence.model_validate_json(op.payload)
+    except ValidationError as exc:
+        raise IntegrityError(
+            f"Relevance evidence {op.op_id} is invalid ({exc.errors()[0]['msg']})"
+        ) from None
+    if verify_canonical and canonical_json(evidence) != op.payload:
+        raise IntegrityError(f"Relevance evidence {op.op_id} is not canonical")
+    return evidence
+
+
+def evidence_from_receipt(engine: Engine, record: RelevanceRecord) -> JudgmentEvidence:
+    """Evidence cut from the judged receipt (judgments recorded before evidence was stored)."""
+    receipt = get_receipt(engine, record.request_id, user_id=record.user_id, verify_canonical=False)
+    if receipt is None:
+        raise IntegrityError(f"{MISSING_RECEIPT} ({record.request_id})")
+    return JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
+
+
+def read_judgments(engine: Engine, user_id: str, *, limit: int) -> list[Judgment]:
+    """Up to ``limit`` of the owner's judgments with their evidence, by ``str(feedback_id)``.
+
+    Two range reads of the operations log; a judgment without stored evidence (recorded by an
+    earlier prme) gets it cut from its receipt, which is read and parsed for that alone.
+    """
+    store = engine.store
+    records = store.iter_ops(RELEVANCE_OP, user_id, limit=limit, order_by_target=True)
+    stored = {
+        op.target_id: op
+        for op in store.iter_ops(EVIDENCE_OP, user_id, limit=limit, order_by_target=True)
+    }
+    judgments = []
+    for op in records:
+        record = parse_record(op, user_id, thorough=False)
+        evidence_op = stored.get(op.target_id)
+        evidence = (
+            evidence_from_receipt(engine, record)
+            if evidence_op is None
+            else parse_evidence(evidence_op, op)
+        )
+        judgments.append(Judgment(record, op.checksum, evidence))
+    return judgments
 
 
 def list_relevance(

@@ -19,11 +19,6 @@ def unattested(report: BaseModel) -> dict[str, object]:
     return report.model_dump(mode="json", exclude={"attestation"})
 
 
-def attest(engine: Engine, report: ReportT) -> ReportT:
-    """A copy of ``report`` carrying ``attestation = HMAC-SHA256(pack secret, canonical report)``."""
-    return report.model_copy(update={"attestation": engine.store.attest(unattested(report))})
-
-
 def verify(engine: Engine, report: BaseModel) -> bool:
     """True when the report's attestation was made by this pack's secret over this exact content."""
     attestation = getattr(report, "attestation", None)
@@ -32,11 +27,16 @@ def verify(engine: Engine, report: BaseModel) -> bool:
     return engine.store.verify_attestation(unattested(report), attestation)
 
 
-def persist(
-    engine: Engine, op_type: str, user_id: str, report_checksum: str, report: BaseModel
-) -> None:
-    """Append the report once; an identical re-evaluation is a no-op, a different one an error."""
-    payload = canonical_json(report)
+def attest_and_persist(
+    engine: Engine, op_type: str, user_id: str, report_checksum: str, report: ReportT
+) -> ReportT:
+    """Attest ``report`` (HMAC-SHA256 of its canonical content under the pack secret) and append
+    it once: an identical re-evaluation is a no-op, a different one under the same checksum an
+    error. Returns the attested copy. The report is dumped once for both steps (reports bind
+    whole snapshots, so they can be megabytes)."""
+    content = unattested(report)
+    attestation = engine.store.attest(content)
+    payload = canonical_json({**content, "attestation": attestation})
     op_id = f"{op_type}:{user_id}:{report_checksum}"
     inserted = engine.store.append_op(
         op_id=op_id,
@@ -51,6 +51,7 @@ def persist(
         existing = engine.store.get_op(op_id)
         if existing is None or existing.payload != payload:
             raise IntegrityError(f"a different {op_type} report is stored under {report_checksum}")
+    return report.model_copy(update={"attestation": attestation})
 
 
 def load(

@@ -1,0 +1,103 @@
+"""Judgment evidence: the part of a receipt one relevance record judges, stored in columns.
+
+Gate 1 only reads, per judgment, the receipt's identity, query, scopes, weights and recorded
+multipliers, and the score, trace and packing flags of the *labelled* candidates. Re-parsing
+every whole receipt (kilobytes each, thousands per snapshot) dominated ``evaluate_learning``, so
+the engine derives this compact record from the verified receipt when it admits the judgment and
+appends it beside the record, in the same transaction. It is derived data, never a second source
+of truth: it names the receipt checksum it was cut from, gate 1 checks it against the record, and
+``prme pack check`` re-derives it from the stored receipt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from operator import itemgetter
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import Field, model_validator
+
+from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex
+from prme.models.enums import Scope
+from prme.models.receipt import RetrievalReceipt
+from prme.models.scoring import RankingMultipliers, ScoringWeights
+
+# ScoreTrace fields the weighted formula and the ranking policy read, in column order.
+TRACE_COLUMNS = (
+    "semantic_similarity",
+    "lexical_relevance",
+    "graph_proximity",
+    "recency_factor",
+    "salience",
+    "confidence",
+    "epistemic_weight",
+    "temporal_affinity",
+    "node_type_boost",
+    "path_score",
+)
+_trace_row = itemgetter(*TRACE_COLUMNS)
+# Canonical UUID text: what str(UUID) produces, so ids compare as strings without parsing.
+CanonicalUUID = Annotated[
+    str, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+]
+TraceRow = Annotated[tuple[FiniteFloat, ...], Field(min_length=10, max_length=10)]
+
+
+class JudgmentEvidence(Frozen):
+    """The labelled candidates of one judgment's receipt, in returned order, column by column."""
+
+    schema_version: Literal[1] = 1
+    feedback_id: UUID
+    request_id: UUID
+    user_id: NonBlankStr
+    receipt_checksum: Sha256Hex
+    query: str
+    scopes: tuple[Scope, ...] | None
+    weights: ScoringWeights
+    ranking_multipliers: RankingMultipliers | None
+    node_ids: tuple[CanonicalUUID, ...] = Field(min_length=1)
+    scores: tuple[FiniteFloat, ...]
+    in_context: tuple[bool, ...]
+    has_content: tuple[bool, ...]
+    traces: tuple[TraceRow, ...]
+
+    @model_validator(mode="after")
+    def _columns_align(self) -> JudgmentEvidence:
+        n = len(self.node_ids)
+        columns = (self.scores, self.in_context, self.has_content, self.traces)
+        if any(len(column) != n for column in columns):
+            raise ValueError("evidence columns must have one entry per candidate")
+        if len(set(self.node_ids)) != n:
+            raise ValueError("evidence candidate ids must be unique")
+        return self
+
+    @property
+    def fusion(self) -> str:
+        return self.weights.fusion
+
+    @classmethod
+    def from_receipt(
+        cls, receipt: RetrievalReceipt, feedback_id: UUID, labelled: Collection[UUID]
+    ) -> JudgmentEvidence:
+        """Cut the evidence of ``labelled`` candidates out of a receipt.
+
+        Every value comes from the already validated receipt, so the model is constructed
+        without re-validating it (a snapshot cuts thousands).
+        """
+        chosen = [c for c in receipt.candidates if c.node_id in labelled]
+        return cls.model_construct(
+            feedback_id=feedback_id,
+            request_id=receipt.request_id,
+            user_id=receipt.user_id,
+            receipt_checksum=receipt.checksum,
+            query=receipt.query,
+            scopes=receipt.scopes,
+            weights=receipt.weights,
+            ranking_multipliers=receipt.ranking_multipliers,
+            node_ids=tuple(str(c.node_id) for c in chosen),
+            scores=tuple(c.score for c in chosen),
+            in_context=tuple(c.in_context for c in chosen),
+            has_content=tuple(c.has_content for c in chosen),
+            traces=tuple(_trace_row(c.trace.__dict__) for c in chosen),
+        )
