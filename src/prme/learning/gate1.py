@@ -81,11 +81,33 @@ def _fail(field_name: str, message: str, value: Any = None) -> InvalidInputError
 # --------------------------------------------------------------------------- the snapshot
 @dataclass(frozen=True, slots=True)
 class Judgment:
-    """One relevance record, the SHA-256 of its canonical JSON, and its receipt evidence."""
+    """One relevance record as gate 1 reads it: identity, surface, the receipt checksum it is
+    bound to, labels keyed by node-id text, the SHA-256 of the record's canonical JSON, and
+    the evidence of its labelled candidates."""
 
-    record: RelevanceRecord
+    feedback_id: UUID
+    request_id: UUID
+    user_id: str
+    surface: str
+    receipt_checksum: str
+    labels: Mapping[str, bool]
     record_checksum: str
     evidence: JudgmentEvidence
+
+    @classmethod
+    def of(
+        cls, record: RelevanceRecord, record_checksum: str, evidence: JudgmentEvidence
+    ) -> Judgment:
+        return cls(
+            record.feedback_id,
+            record.request_id,
+            record.user_id,
+            record.surface,
+            record.receipt_checksum,
+            {str(node_id): relevant for node_id, relevant in record.labels.items()},
+            record_checksum,
+            evidence,
+        )
 
 
 @dataclass(frozen=True)
@@ -176,7 +198,7 @@ def snapshot_from_receipts(
         rid = record.request_id
         receipt = _receipt_for(record, by_request.get(rid), receipt_sums.get(rid))
         evidence = JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
-        judgments.append(Judgment(record, record_sums[record.feedback_id], evidence))
+        judgments.append(Judgment.of(record, record_sums[record.feedback_id], evidence))
     known = {rid: (receipt_sums[rid], r.query) for rid, r in by_request.items()}
     return Snapshot(tuple(judgments), known)
 
@@ -188,9 +210,10 @@ def snapshot_from_judgments(judgments: Iterable[Judgment], owner: str) -> Snapsh
     for judgment in judgments:
         if not isinstance(judgment, Judgment):
             raise _fail("judgments", "must contain Judgment values", type(judgment).__name__)
-        record = _check_record_owner(judgment.record, owner)
+        if judgment.user_id != owner:
+            raise _fail("records", "Learning inputs must belong to the requested owner")
         evidence = judgment.evidence
-        fid, rid = record.feedback_id, record.request_id
+        fid, rid = judgment.feedback_id, judgment.request_id
         seen = by_id.get(fid)
         if seen is not None:
             if seen.record_checksum != judgment.record_checksum:
@@ -200,7 +223,7 @@ def snapshot_from_judgments(judgments: Iterable[Judgment], owner: str) -> Snapsh
             raise _fail(
                 "records", f"Relevance evidence belongs to another record ({fid})", str(fid)
             )
-        if evidence.receipt_checksum != record.receipt_checksum:
+        if evidence.receipt_checksum != judgment.receipt_checksum:
             raise _fail("records", f"Relevance receipt checksum mismatch ({fid})", str(fid))
         identity = (evidence.receipt_checksum, evidence.query)
         if known.setdefault(rid, identity) != identity:
@@ -285,20 +308,20 @@ def _explicit_groups(
     return (mapping or None), by_query
 
 
-def _checked_labels(record: RelevanceRecord, evidence: JudgmentEvidence) -> dict[str, bool]:
-    """The record's labels by node-id text, each matched to an evidence candidate (§E.3)."""
-    labels = {str(node_id): relevant for node_id, relevant in record.labels.items()}
+def _checked_labels(judgment: Judgment) -> Mapping[str, bool]:
+    """The judgment's labels, each matched to one evidence candidate (§E.3)."""
+    labels, evidence = judgment.labels, judgment.evidence
     ids = evidence.node_ids
     if len(labels) != len(ids) or not all(map(labels.__contains__, ids)):
-        fid = str(record.feedback_id)
+        fid = str(judgment.feedback_id)
         unobserved = sorted(labels.keys() - set(ids)) or [fid]
         raise _fail(
             "records", f"Relevance label refers to an unobserved candidate ({unobserved[0]})", fid
         )
-    if record.surface == "context":
+    if judgment.surface == "context":
         for i, node_id in enumerate(ids):
             if not evidence.in_context[i] or (labels[node_id] and not evidence.has_content[i]):
-                fid = str(record.feedback_id)
+                fid = str(judgment.feedback_id)
                 raise _fail("records", f"Invalid context evidence label ({node_id})", fid)
     return labels
 
@@ -355,7 +378,7 @@ def _conflicting_receipt(rid: UUID) -> InvalidInputError:
     return _fail("receipts", f"Conflicting receipt identity for request {rid}", str(rid))
 
 
-Labelled = tuple[JudgmentEvidence, dict[str, bool]]
+Labelled = tuple[JudgmentEvidence, Mapping[str, bool]]
 
 
 def _votes(
@@ -435,12 +458,12 @@ def _observe(
     included: dict[UUID, list[Labelled]] = {}
     scope_keys: dict[Any, ScopeKey] = {}
     for judgment in snapshot.judgments:
-        record, evidence = judgment.record, judgment.evidence
-        labels = _checked_labels(record, evidence)
+        evidence = judgment.evidence
+        labels = _checked_labels(judgment)
         scope_key = scope_keys.get(evidence.scopes)
         if scope_key is None:
             scope_key = scope_keys[evidence.scopes] = scope_set_key(evidence.scopes)
-        if record.surface != asked.surface:
+        if judgment.surface != asked.surface:
             exclusions["other_surface_records"] += 1
         elif scope_key != asked.scopes:
             exclusions["other_scope_records"] += 1
@@ -448,7 +471,7 @@ def _observe(
         elif evidence.fusion != "weighted":
             exclusions["rank_fusion_receipt_records"] += 1
         else:
-            included.setdefault(record.request_id, []).append((evidence, labels))
+            included.setdefault(judgment.request_id, []).append((evidence, labels))
 
     # ---- observations, in request-id order, grouped by query
     groups: dict[str, _Group] = {}
@@ -490,8 +513,8 @@ def _observe(
         receipt_checksums={
             rid: snapshot.receipts[rid][0] for rid in sorted(snapshot.receipts, key=uuid_text_order)
         },
-        record_checksums={j.record.feedback_id: j.record_checksum for j in snapshot.judgments},
-        feedback_ids=tuple(j.record.feedback_id for j in snapshot.judgments),
+        record_checksums={j.feedback_id: j.record_checksum for j in snapshot.judgments},
+        feedback_ids=tuple(j.feedback_id for j in snapshot.judgments),
         exclusions=exclusions,
         groups=[groups[g] for g in sorted(groups)],
     )

@@ -78,14 +78,15 @@ class JudgmentEvidence(Frozen):
 
     @classmethod
     def from_receipt(
-        cls, receipt: RetrievalReceipt, feedback_id: UUID, labelled: Collection[UUID]
+        cls, receipt: RetrievalReceipt, feedback_id: UUID, labelled: Collection[UUID | str]
     ) -> JudgmentEvidence:
         """Cut the evidence of ``labelled`` candidates out of a receipt.
 
         Every value comes from the already validated receipt, so the model is constructed
         without re-validating it (a snapshot cuts thousands).
         """
-        chosen = [c for c in receipt.candidates if c.node_id in labelled]
+        wanted = {str(node_id) for node_id in labelled}
+        chosen = [c for c in receipt.candidates if str(c.node_id) in wanted]
         return cls.model_construct(
             feedback_id=feedback_id,
             request_id=receipt.request_id,

@@ -13,17 +13,23 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError, NotFoundError
 from prme.learning.gate1 import Judgment
-from prme.models.evidence import JudgmentEvidence
+from prme.models.base import NonBlankStr, Sha256Hex
+from prme.models.evidence import CanonicalUUID, JudgmentEvidence
 from prme.models.receipt import RetrievalReceipt
-from prme.models.relevance import RelevanceRecord, RelevanceSubmission
+from prme.models.relevance import (
+    MAX_LABELS,
+    RelevanceRecord,
+    RelevanceSubmission,
+    RelevanceSurface,
+)
 from prme.services.receipts import get_receipt
 from prme.storage.base import OpRecord
 from prme.storage.timeutil import to_us
@@ -84,13 +90,8 @@ def check_labels(receipt: RetrievalReceipt, labels: Mapping[uuid.UUID, bool], su
             raise InvalidInputError("labels", f"{CONTEXT_LABELS} ({node_id})", str(node_id))
 
 
-def parse_record(op: OpRecord, user_id: str, *, thorough: bool = True) -> RelevanceRecord:
-    """A stored judgment, verified: owner and feedback id, and by default canonical bytes and
-    operation id.
-
-    The operations log already verified SHA-256(payload); bulk readers may skip re-encoding
-    and re-deriving the op id with ``thorough=False`` (``prme pack check`` never does).
-    """
+def parse_record(op: OpRecord, user_id: str) -> RelevanceRecord:
+    """A stored judgment, verified: canonical bytes, owner and feedback id."""
     if op.op_type != RELEVANCE_OP or op.user_id != user_id:
         raise IntegrityError("Relevance record owner or identity mismatch")
     try:
@@ -99,12 +100,12 @@ def parse_record(op: OpRecord, user_id: str, *, thorough: bool = True) -> Releva
         raise IntegrityError(
             f"Relevance record checksum mismatch ({exc.errors()[0]['msg']})"
         ) from None
-    if thorough and canonical_json(record) != op.payload:
+    if canonical_json(record) != op.payload:
         raise IntegrityError("Relevance record checksum mismatch")
     if (
         record.user_id != user_id
         or str(record.feedback_id) != op.target_id
-        or (thorough and relevance_op_id(user_id, record.feedback_id) != op.op_id)
+        or relevance_op_id(user_id, record.feedback_id) != op.op_id
     ):
         raise IntegrityError("Relevance record owner or identity mismatch")
     return record
@@ -201,19 +202,48 @@ def parse_evidence(
     return evidence
 
 
-def evidence_from_receipt(engine: Engine, record: RelevanceRecord) -> JudgmentEvidence:
+class _JudgedColumns(BaseModel):
+    """What gate 1 reads of a stored judgment: the bulk reader's schema. It skips the fields
+    gate 1 never reads and keeps node ids as text; ``get_relevance``, ``list_relevance`` and
+    ``prme pack check`` validate whole records."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    schema_version: Literal[1]
+    feedback_id: uuid.UUID
+    request_id: uuid.UUID
+    user_id: NonBlankStr
+    surface: RelevanceSurface
+    receipt_checksum: Sha256Hex
+    labels: dict[CanonicalUUID, StrictBool] = Field(min_length=1, max_length=MAX_LABELS)
+
+
+def _judged_columns(op: OpRecord, user_id: str) -> _JudgedColumns:
+    try:
+        columns = _JudgedColumns.model_validate_json(op.payload)
+    except ValidationError as exc:
+        raise IntegrityError(
+            f"Relevance record checksum mismatch ({exc.errors()[0]['msg']})"
+        ) from None
+    if columns.user_id != user_id or str(columns.feedback_id) != op.target_id:
+        raise IntegrityError("Relevance record owner or identity mismatch")
+    return columns
+
+
+def _evidence_from_receipt(engine: Engine, judged: _JudgedColumns) -> JudgmentEvidence:
     """Evidence cut from the judged receipt (judgments recorded before evidence was stored)."""
-    receipt = get_receipt(engine, record.request_id, user_id=record.user_id, verify_canonical=False)
+    receipt = get_receipt(engine, judged.request_id, user_id=judged.user_id, verify_canonical=False)
     if receipt is None:
-        raise IntegrityError(f"{MISSING_RECEIPT} ({record.request_id})")
-    return JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
+        raise IntegrityError(f"{MISSING_RECEIPT} ({judged.request_id})")
+    return JudgmentEvidence.from_receipt(receipt, judged.feedback_id, judged.labels)
 
 
 def read_judgments(engine: Engine, user_id: str, *, limit: int) -> list[Judgment]:
     """Up to ``limit`` of the owner's judgments with their evidence, by ``str(feedback_id)``.
 
-    Two range reads of the operations log; a judgment without stored evidence (recorded by an
-    earlier prme) gets it cut from its receipt, which is read and parsed for that alone.
+    Two range reads of the operations log (whose SHA-256 per row the store verifies); a
+    judgment without stored evidence (recorded by an earlier prme) gets it cut from its
+    receipt, which is read and parsed for that alone.
     """
     store = engine.store
     records = store.iter_ops(RELEVANCE_OP, user_id, limit=limit, order_by_target=True)
@@ -223,14 +253,25 @@ def read_judgments(engine: Engine, user_id: str, *, limit: int) -> list[Judgment
     }
     judgments = []
     for op in records:
-        record = parse_record(op, user_id, thorough=False)
+        judged = _judged_columns(op, user_id)
         evidence_op = stored.get(op.target_id)
         evidence = (
-            evidence_from_receipt(engine, record)
+            _evidence_from_receipt(engine, judged)
             if evidence_op is None
             else parse_evidence(evidence_op, op)
         )
-        judgments.append(Judgment(record, op.checksum, evidence))
+        judgments.append(
+            Judgment(
+                judged.feedback_id,
+                judged.request_id,
+                judged.user_id,
+                judged.surface,
+                judged.receipt_checksum,
+                judged.labels,
+                op.checksum,  # = SHA-256 of the record's canonical JSON (verified on read)
+                evidence,
+            )
+        )
     return judgments
 
 
