@@ -85,8 +85,8 @@ class JudgmentEvidence(Frozen):
         Every value comes from the already validated receipt, so the model is constructed
         without re-validating it (a snapshot cuts thousands).
         """
-        wanted = {str(node_id) for node_id in labelled}
-        chosen = [c for c in receipt.candidates if str(c.node_id) in wanted]
+        wanted = {n if isinstance(n, UUID) else UUID(n) for n in labelled}
+        chosen = [c for c in receipt.candidates if c.node_id in wanted]
         return cls.model_construct(
             feedback_id=feedback_id,
             request_id=receipt.request_id,
