@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
+from prme.bulk import gc_paused
 from prme.canonical import canonical_json, checksum, sha256_hex
 from prme.errors import InvalidInputError
 from prme.learning.groups import group_id, group_identity, group_label, is_validation
@@ -834,8 +835,9 @@ def evaluate_learning(
             the field names the offending argument.
     """
     asked = _request(user_id, scopes, surface, config)
-    snapshot = snapshot_from_receipts(receipts, records, asked.user_id)
-    return _evaluate(snapshot, asked, query_groups)
+    with gc_paused():
+        snapshot = snapshot_from_receipts(receipts, records, asked.user_id)
+        return _evaluate(snapshot, asked, query_groups)
 
 
 def evaluate_judgments(
@@ -853,8 +855,9 @@ def evaluate_judgments(
     ``evaluate_learning(judged receipts, records, ...)`` byte for byte.
     """
     asked = _request(user_id, scopes, surface, config)
-    snapshot = snapshot_from_judgments(judgments, asked.user_id)
-    return _evaluate(snapshot, asked, query_groups)
+    with gc_paused():
+        snapshot = snapshot_from_judgments(judgments, asked.user_id)
+        return _evaluate(snapshot, asked, query_groups)
 
 
 def _evaluate(

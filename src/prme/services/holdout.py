@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from prme.bulk import gc_paused
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError
 from prme.learning import gate2
@@ -25,7 +26,7 @@ from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers
 from prme.services import reports, retrieval
 from prme.services.learning import LEARNING_REPORT_OP
-from prme.services.receipts import gc_paused, get_receipt
+from prme.services.receipts import get_receipt
 from prme.validation import require_aware, require_owner
 
 REPORT_OP = "full_retrieval_evaluation"

@@ -7,13 +7,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from prme.bulk import gc_paused
 from prme.engine import Engine
 from prme.errors import InvalidInputError
 from prme.learning.gate1 import evaluate_judgments
 from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.scope import ScopeInput, normalize_scope_key
 from prme.services import reports
-from prme.services.receipts import gc_paused
 from prme.services.relevance import read_judgments
 from prme.validation import require_int, require_owner
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from pydantic import ValidationError
 
 from prme.canonical import canonical_json
@@ -66,16 +62,3 @@ def get_receipt(
     if len(ops) > 1:
         raise IntegrityError(f"Ambiguous retrieval receipt {rid}")
     return parse_receipt(ops[0].payload, owner, rid, verify_canonical=verify_canonical)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while bulk-parsing a snapshot: the parsed models stay alive, so
-    repeated full collections would rescan them again and again (quadratic in snapshot size)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
