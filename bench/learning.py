@@ -14,6 +14,7 @@ judgment with its stored evidence from a pack, gate, attest, persist.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import random
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
+from prme.bulk import gc_paused
 from prme.config import EmbeddingConfig
 from prme.learning.gate1 import (
     evaluate_judgments,
@@ -188,40 +190,53 @@ def _pure(judgments: int) -> dict[str, Any]:
     }
 
 
-def _engine(judgments: int) -> dict[str, Any]:
+def _load_pack(client: MemoryClient, judgments: int) -> float:
+    """Persist the synthetic receipts and record every judgment through the client; returns
+    the seconds spent recording. The in-memory inputs die with this frame, so the timings
+    below measure the engine reading its pack, not the bench's own objects."""
     receipts, records = synthetic_gate1(judgments)
+    for receipt in receipts:
+        persist_receipt(client.engine, receipt)
+    started = time.perf_counter()
+    for record in records:
+        submission = RelevanceSubmission(
+            feedback_id=record.feedback_id,
+            request_id=record.request_id,
+            labels=record.labels,
+            method=record.method,
+        )
+        client.record_relevance(submission, user_id=OWNER)
+    return time.perf_counter() - started
+
+
+def _engine(judgments: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         config = PRMEConfig(scoring=WEIGHTS, embedding=EmbeddingConfig(provider="hash"))
         with MemoryClient(Path(tmp) / "pack", config=config) as client:
-
-            def load() -> None:
-                for receipt in receipts:
-                    persist_receipt(client.engine, receipt)
-                for record in records:
-                    submission = RelevanceSubmission(
-                        feedback_id=record.feedback_id,
-                        request_id=record.request_id,
-                        labels=record.labels,
-                        method=record.method,
+            load_s = _load_pack(client, judgments)
+            gc.collect()
+            runs = []
+            for _ in range(3):  # the report is persisted once; repeats are identical no-ops
+                seconds, report = _seconds(
+                    lambda: client.evaluate_learning(
+                        user_id=OWNER, scopes=["project"], max_records=100_000
                     )
-                    client.record_relevance(submission, user_id=OWNER)
-
-            load_s, _ = _seconds(load)
-            total_s, report = _seconds(
-                lambda: client.evaluate_learning(
-                    user_id=OWNER, scopes=["project"], max_records=100_000
                 )
-            )
-            # The same steps one by one: read judgments + evidence, the pure gate, the rest.
-            read_s, stored = _seconds(lambda: read_judgments(client.engine, OWNER, limit=judgments))
-            gate_s, _ = _seconds(
-                lambda: evaluate_judgments(stored, user_id=OWNER, scopes=["project"])
-            )
+                runs.append(seconds)
+            # The same steps one by one: read judgments + evidence, then the pure gate.
+            with gc_paused():
+                read_s, stored = _seconds(
+                    lambda: read_judgments(client.engine, OWNER, limit=judgments)
+                )
+                gate_s, _ = _seconds(
+                    lambda: evaluate_judgments(stored, user_id=OWNER, scopes=["project"])
+                )
     return {
         "judgments": judgments,
         "decision": report.decision,
         "record_relevance_each_ms": round(1000 * load_s / judgments, 3),
-        "evaluate_learning_s": total_s,
+        "evaluate_learning_s_best": min(runs),
+        "evaluate_learning_s_worst": max(runs),
         "of_which_read_judgments_s": read_s,
         "of_which_gate_s": gate_s,
     }
