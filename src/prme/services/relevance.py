@@ -129,26 +129,21 @@ def record_relevance(
     )
     op_id = relevance_op_id(owner, parsed.feedback_id)
     evidence = JudgmentEvidence.from_receipt(receipt, parsed.feedback_id, parsed.labels)
-    with engine.store.serialized(RELEVANCE_OP):  # the judgment and its evidence, atomically
-        inserted = engine.store.append_op(
+    def append(op_id: str, op_type: str, payload: str) -> bool:
+        return engine.store.append_op(
             op_id=op_id,
-            op_type=RELEVANCE_OP,
+            op_type=op_type,
             user_id=owner,
             target_id=str(parsed.feedback_id),
             namespace=None,
             created_at_us=to_us(record.recorded_at),
-            payload=canonical_json(record),
+            payload=payload,
         )
+
+    with engine.store.serialized(RELEVANCE_OP):  # the judgment and its evidence, atomically
+        inserted = append(op_id, RELEVANCE_OP, canonical_json(record))
         if inserted:
-            engine.store.append_op(
-                op_id=evidence_op_id(op_id),
-                op_type=EVIDENCE_OP,
-                user_id=owner,
-                target_id=str(parsed.feedback_id),
-                namespace=None,
-                created_at_us=to_us(record.recorded_at),
-                payload=canonical_json(evidence),
-            )
+            append(evidence_op_id(op_id), EVIDENCE_OP, canonical_json(evidence))
     if inserted:
         return record
     stored_op = engine.store.get_op(op_id)
