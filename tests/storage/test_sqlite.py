@@ -283,6 +283,56 @@ def test_owner_index_is_owner_filtered(client: MemoryClient) -> None:
     assert len(alice.graph_search(["aster"], alice.scope_mask([Scope.PERSONAL]), 3, 10)) == 1
 
 
+def _joined_bm25(
+    pack_path: Path, owner: str, scopes: list[str] | None, terms: list[str], k: int
+) -> list[tuple[int, float]]:
+    """The lexical channel by its definition: FTS5 BM25 joined on the owner and scope."""
+    match = " OR ".join(f'"{t}"' for t in terms)
+    scope_sql = "" if scopes is None else f" AND m.scope IN ({','.join('?' * len(scopes))})"
+    conn = raw(pack_path)
+    rows = conn.execute(
+        "SELECT f.rowid, bm25(memories_fts) FROM memories_fts f JOIN memories m"
+        f" ON m.rowid = f.rowid WHERE memories_fts MATCH ? AND m.user_id = ?{scope_sql}"
+        " ORDER BY bm25(memories_fts), f.rowid LIMIT ?",
+        (match, owner, *(scopes or []), k),
+    ).fetchall()
+    conn.close()
+    return [(int(r[0]), -float(r[1])) for r in rows]
+
+
+def test_lexical_search_equals_the_joined_ranking(client: MemoryClient, pack_path: Path) -> None:
+    # alice owns most of the pack (her ranking is read without the join, in growing pages);
+    # bob's short memories outrank hers, so the first page holds too few of alice's.
+    client.store_many(
+        [
+            {"content": f"Aster sync number {i} ran for the Kestrel team in Lisbon", "scope": s}
+            for i in range(60)
+            for s in ["project" if i % 3 else "personal"]
+        ],
+        user_id="alice",
+    )
+    client.store_many([f"Aster Aster {i}" for i in range(40)], user_id="bob")
+    store = client.engine.store
+    cases = [
+        ("alice", None, ["aster"], 30),
+        ("alice", None, ["aster", "kestrel"], 5),
+        ("alice", None, ["lisbon", "nothing"], 100),
+        ("alice", ["project"], ["aster"], 25),
+        ("alice", ["personal", "project"], ["team", "aster"], 50),
+        ("bob", None, ["aster"], 10),
+        ("carol", None, ["aster"], 10),
+    ]
+    for owner, scopes, terms, k in cases:
+        with store.read_snapshot():
+            index = store.owner_index(owner)
+            found = store.lexical_search(
+                owner, None if scopes is None else [Scope(s) for s in scopes], terms, k
+            )
+        assert index is not None
+        assert found == _joined_bm25(pack_path, owner, scopes, terms, k), (owner, scopes, terms)
+    assert len(store.lexical_search("alice", None, ["aster"], 30)) == 30
+
+
 def test_graph_hops(client: MemoryClient) -> None:
     a = client.store("Aster runs on Kepler", user_id="alice")
     b = client.store("Kepler is hosted by Orion", user_id="alice")

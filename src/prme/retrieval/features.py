@@ -47,11 +47,21 @@ def _codes(values: list[str], names: Sequence[str]) -> list[int]:
     return [values.index(n) for n in names]
 
 
+def _is_one_of(
+    codes: npt.NDArray[np.integer], values: list[str], names: Sequence[str]
+) -> BoolArray:
+    """``codes`` (indexes into ``values``) naming one of ``names``, by table look-up."""
+    table = np.zeros(len(values), dtype=np.bool_)
+    table[_codes(values, names)] = True
+    result: BoolArray = table[codes]
+    return result
+
+
 def keep_mask(ix: OwnerIndex, pos: Positions, f: FilterSettings) -> BoolArray:
     """Bitemporal, type and DEFAULT-mode epistemic/lifecycle filters (reference §A.2, §B.1)."""
     node_type = ix.col("node_type")[pos]
     keep = np.ones(len(pos), dtype=np.bool_)
-    exempt = np.isin(node_type, _codes(NODE_TYPES, ["entity", "preference"]))
+    exempt = _is_one_of(node_type, NODE_TYPES, ["entity", "preference"])
     if f.time_from is not None:
         valid_to = ix.col("valid_to")[pos]
         keep &= exempt | (valid_to == NO_TIME) | (valid_to > to_us(f.time_from))
@@ -66,16 +76,16 @@ def keep_mask(ix: OwnerIndex, pos: Positions, f: FilterSettings) -> BoolArray:
     if f.knowledge_at is not None:
         keep &= ix.col("created_at")[pos] <= to_us(f.knowledge_at)
     if f.exclude_node_types:
-        keep &= ~np.isin(node_type, _codes(NODE_TYPES, sorted(f.exclude_node_types)))
+        keep &= ~_is_one_of(node_type, NODE_TYPES, sorted(f.exclude_node_types))
     if f.source_types is not None:
-        keep &= np.isin(ix.col("source")[pos], _codes(SOURCES, sorted(f.source_types)))
+        keep &= _is_one_of(ix.col("source")[pos], SOURCES, sorted(f.source_types))
     if f.mode == "default":
         lifecycle = ix.col("lifecycle")[pos]
-        keep &= ~np.isin(lifecycle, _codes(LIFECYCLES, ["superseded", "archived"]))
+        keep &= ~_is_one_of(lifecycle, LIFECYCLES, ["superseded", "archived"])
         epistemic = ix.col("epistemic")[pos]
         conditional = epistemic == EPISTEMIC.index("conditional")
         keep &= ~conditional | (ix.col("condition")[pos] == CONDITIONS.index("true"))
-        keep &= ~np.isin(epistemic, _codes(EPISTEMIC, ["hypothetical", "deprecated"]))
+        keep &= ~_is_one_of(epistemic, EPISTEMIC, ["hypothetical", "deprecated"])
         unverified = epistemic == EPISTEMIC.index("unverified")
         keep &= ~unverified | (ix.col("confidence")[pos] > f.unverified_threshold)
     return keep
@@ -88,9 +98,7 @@ def epistemic_weights(ix: OwnerIndex, pos: Positions, weights: Mapping[str, floa
     condition = ix.col("condition")[pos]
     as_if = np.full(len(pos), EPISTEMIC.index("hypothetical"), dtype=np.int64)
     as_if[condition == CONDITIONS.index("true")] = EPISTEMIC.index("asserted")
-    as_if[np.isin(condition, _codes(CONDITIONS, ["false", "expired"]))] = EPISTEMIC.index(
-        "deprecated"
-    )
+    as_if[_is_one_of(condition, CONDITIONS, ["false", "expired"])] = EPISTEMIC.index("deprecated")
     effective = np.where(epistemic == EPISTEMIC.index("conditional"), as_if, epistemic)
     result: FloatArray = table[effective]
     return result
@@ -119,7 +127,7 @@ def decayed_salience_confidence(
     frozen = (
         ix.col("pinned")[pos]
         | (decay == DECAYS.index("permanent"))
-        | np.isin(ix.col("lifecycle")[pos], _codes(LIFECYCLES, ["archived", "deprecated"]))
+        | _is_one_of(ix.col("lifecycle")[pos], LIFECYCLES, ["archived", "deprecated"])
     )
     salience = np.where(frozen, sal_base, salience)
     confidence = np.where(frozen, conf_base, confidence)

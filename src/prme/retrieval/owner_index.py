@@ -6,6 +6,7 @@ pack's content write sequence, so writes by other processes are seen by the next
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -56,6 +57,9 @@ NUMERIC_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("reinforcement_boost", np.float64),
     ("pinned", np.bool_),
 )
+
+
+_SCAN_LOCK = threading.Lock()
 
 
 @cache
@@ -158,16 +162,34 @@ class OwnerIndex:
         self, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Exact cosine top-k among masked positions; ties broken by position (rowid order)."""
-        if self.size == 0 or k <= 0 or query.shape[-1] != self.dimension:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return self.top_k(self.cosines(query), mask, k)
+
+    def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """The query's cosine with every position (empty when the dimension differs)."""
+        if self.size == 0 or query.shape[-1] != self.dimension:
+            return np.zeros(0, np.float32)
         # One BLAS thread: a matrix-vector product is memory-bound, and extra threads only add
         # synchronisation (measured 1.2 ms vs 7–18 ms at 10k rows on a busy 2-core machine).
-        with _blas().limit(limits=1, user_api="blas"):
-            scores = self.vectors[: self.size] @ query.astype(np.float32)
-        allowed = np.flatnonzero(mask)
-        if allowed.size == 0:
+        # The limit is process-wide, so scans on several threads take turns: otherwise one
+        # thread's exit could restore the default while another still scans, and a threaded
+        # BLAS kernel need not sum in the same order (the cosines must be the same bits).
+        with _SCAN_LOCK, _blas().limit(limits=1, user_api="blas"):
+            scores: npt.NDArray[np.float32] = self.vectors[: self.size] @ query.astype(np.float32)
+        return scores
+
+    def top_k(
+        self, scores: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """The ``k`` best masked positions of :meth:`cosines` scores, best first, then by position."""
+        if scores.size == 0 or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        sub = scores[allowed]
+        if mask.all():  # no scope filter: skip the gather
+            allowed, sub = np.arange(scores.size), scores
+        else:
+            allowed = np.flatnonzero(mask)
+            if allowed.size == 0:
+                return np.zeros(0, np.int64), np.zeros(0, np.float32)
+            sub = scores[allowed]
         top = np.argpartition(-sub, k - 1)[:k] if k < allowed.size else np.arange(allowed.size)
         order = np.lexsort((allowed[top], -sub[top]))
         chosen = top[order]

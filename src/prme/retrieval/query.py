@@ -156,14 +156,14 @@ _NOT_NAMES = frozenset(
 
 def extract_entities(content: str, explicit: object = None) -> list[str]:
     """Deterministic entity names: capitalised words and runs, plus ``metadata["entities"]``."""
-    names: list[str] = []
-    for match in _CAPITALISED.finditer(content):
-        words = [w for w in match.group(0).split() if w.lower() not in _NOT_NAMES]
+    names: set[str] = set()
+    for run in _CAPITALISED.findall(content):
+        words = [w for w in (w.lower() for w in run.split()) if w not in _NOT_NAMES]
         if not words:
             continue
-        names.extend(w.lower() for w in words)
+        names.update(words)
         if len(words) > 1:
-            names.append(" ".join(w.lower() for w in words))
+            names.add(" ".join(words))
     if isinstance(explicit, list | tuple):
-        names.extend(str(e).strip().lower() for e in explicit if str(e).strip())
-    return sorted(set(names))
+        names.update(str(e).strip().lower() for e in explicit if str(e).strip())
+    return sorted(names)

@@ -129,6 +129,7 @@ def record_relevance(
     )
     op_id = relevance_op_id(owner, parsed.feedback_id)
     evidence = JudgmentEvidence.from_receipt(receipt, parsed.feedback_id, parsed.labels)
+
     def append(op_id: str, op_type: str, payload: str) -> bool:
         return engine.store.append_op(
             op_id=op_id,

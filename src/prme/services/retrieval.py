@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -61,9 +64,53 @@ log = logging.getLogger("prme.retrieval")
 MAX_QUERY_CHARS = 10_000
 PINNED_LIMIT = 500
 HINT_LIMIT = 5
+# Owner indexes with at least this many memories scan their vectors in a worker thread: the
+# hand-off costs tens of microseconds, a scan of 8k rows of 256-384 floats about a millisecond.
+PARALLEL_SCAN_ROWS = 8192
+_executor: ThreadPoolExecutor | None = None
+_executor_pid = 0
+_executor_lock = threading.Lock()
+_scan_slot = threading.Semaphore(1)
 RRF_MULTIPLIER_ERROR = (
     "Ranking multipliers adjust the weighted formula and do not apply to fusion='rrf'"
 )
+
+
+Scan = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.float32]]
+
+
+def _scan(
+    ix: OwnerIndex, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+) -> Scan:
+    """Every position's cosine, and the top ``k`` masked positions with their cosines."""
+    cosines = ix.cosines(query)
+    return (cosines, *ix.top_k(cosines, mask, k))
+
+
+def _scan_in_background(
+    ix: OwnerIndex, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+) -> Future[Scan] | None:
+    """The vector scan on the process's scan thread (started on first use), or None when that
+    thread is busy with another retrieval's scan (the caller then scans inline, not queued)."""
+    global _executor, _executor_pid
+    if not _scan_slot.acquire(blocking=False):
+        return None
+    try:
+        with _executor_lock:
+            # a forked child does not inherit the parent's worker thread: it starts its own
+            if _executor is None or _executor_pid != os.getpid():
+                _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prme-scan")
+                _executor_pid = os.getpid()
+            executor = _executor
+        future = executor.submit(_scan, ix, query, mask, k)
+    except RuntimeError:  # the interpreter is shutting down: scan inline
+        _scan_slot.release()
+        return None
+    except BaseException:
+        _scan_slot.release()
+        raise
+    future.add_done_callback(lambda _: _scan_slot.release())
+    return future
 
 
 def _parse_model(cls: type[Any], value: Any, field: str) -> Any:
@@ -102,6 +149,16 @@ def _lookup(
     return result
 
 
+def _members(
+    size: int, members: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Which of ``wanted`` (positions below ``size``) are among ``members``."""
+    table = np.zeros(size, dtype=np.bool_)
+    table[members] = True
+    result: npt.NDArray[np.bool_] = table[wanted]
+    return result
+
+
 def _paths(on_graph: bool, on_lexical: bool, on_pinned: bool, on_vector: bool) -> tuple[str, ...]:
     flags = (
         ("GRAPH", on_graph),
@@ -116,11 +173,12 @@ def _ranked_order(
     scores: list[float],
     path_score: list[float],
     ids: list[str],
+    positions: list[int],
     gate: list[float],
     floor: float | None,
 ) -> Iterator[int]:
     """Candidates in ``ranking_key`` order, lazily: numpy orders by (score, path); only runs of
-    equal (score, path) are sorted by id in Python."""
+    equal (score, path) are sorted by id (``ids[positions[i]]``) in Python."""
     score_array = np.asarray(scores, dtype=np.float64)
     path_array = np.asarray(path_score, dtype=np.float64)
     order = np.lexsort((-path_array, -score_array)).tolist()
@@ -134,7 +192,8 @@ def _ranked_order(
             and path_score[order[end]] == path_score[first]
         ):
             end += 1
-        for i in sorted(order[start:end], key=lambda j: ids[j]):
+        run = order[start:end]
+        for i in run if len(run) == 1 else sorted(run, key=lambda j: ids[positions[j]]):
             if floor is None or gate[i] >= floor:
                 yield i
         start = end
@@ -240,17 +299,30 @@ def retrieve(
     store = engine.store
     with store.read_snapshot() as pack_identity:
         ix = store.owner_index(owner)
+        if ix is None:  # nothing stored yet in this pack
+            ix = OwnerIndex(engine.embedder.identity.dimension)
+        in_scope = ix.scope_mask(scopes)
+        # A large owner's exact vector scan (numpy on the fixed index snapshot, no store access)
+        # runs in a worker thread while this one does the lexical query and the other channels;
+        # both release the GIL. The scan's arithmetic is the same in either thread.
+        scan = (
+            _scan_in_background(ix, query_vector, in_scope, cfg.vector_k)
+            if ix.size >= PARALLEL_SCAN_ROWS
+            else None
+        )
         lexical_hits = store.lexical_search(owner, scopes, analysis.terms, cfg.lexical_k)
-    if ix is None:  # nothing stored yet in this pack
-        ix = OwnerIndex(engine.embedder.identity.dimension)
-    in_scope = ix.scope_mask(scopes)
-    vec_pos, vec_cos = ix.vector_search(query_vector, in_scope, cfg.vector_k)
     lex_pos, lex_found = ix.positions_of([r for r, _ in lexical_hits])
     lex_raw = np.array([s for _, s in lexical_hits], dtype=np.float64)[lex_found]
     graph_hits = ix.graph_search(
         analysis.entity_names, in_scope, cfg.graph_max_hops, cfg.graph_max_candidates
     )
     pinned_pos = np.flatnonzero(ix.pinned_mask() & in_scope)[:PINNED_LIMIT]
+    # A scan the busy worker has not started yet is taken back and done here.
+    cosines, vec_pos, vec_cos = (
+        _scan(ix, query_vector, in_scope, cfg.vector_k)
+        if scan is None or scan.cancel()
+        else scan.result()
+    )
     pool = np.unique(
         np.concatenate(
             [vec_pos, lex_pos, np.fromiter(graph_hits, np.int64, len(graph_hits)), pinned_pos]
@@ -276,23 +348,23 @@ def retrieve(
     hints: list[tuple[int, float]] = []
     if include_cross_scope and scopes is not None:
         # Hints obey the same filters as results and need a positive similarity.
-        hint_pos, hint_cos = ix.vector_search(query_vector, ~in_scope, HINT_LIMIT * 4)
+        hint_pos, hint_cos = ix.top_k(cosines, ~in_scope, HINT_LIMIT * 4)
         allowed = keep_mask(ix, hint_pos, settings) & (hint_cos > 0)
         hints = list(zip(hint_pos[allowed].tolist(), hint_cos[allowed].tolist(), strict=True))
         hints = hints[:HINT_LIMIT]
-    on_vector = np.isin(pos, vec_pos)
-    on_lexical = np.isin(pos, lex_pos)
-    on_graph = np.array([p in graph_hits for p in pos.tolist()], dtype=np.bool_)
-    on_pinned = np.isin(pos, pinned_pos)
+    graph_pos = np.fromiter(graph_hits, np.int64, len(graph_hits))
+    on_vector = _members(ix.size, vec_pos, pos)
+    on_lexical = _members(ix.size, lex_pos, pos)
+    on_graph = _members(ix.size, graph_pos, pos)
+    on_pinned = _members(ix.size, pinned_pos, pos)
     raw_cosine = np.zeros(n, dtype=np.float64)
     raw_cosine[on_vector] = _lookup(vec_pos, vec_cos, pos[on_vector])
     semantic = np.maximum(0.0, raw_cosine)
     lexical = np.zeros(n, dtype=np.float64)
     lexical[on_lexical] = minmax(_lookup(lex_pos, lex_raw, pos[on_lexical]))
-    graph = np.array(
-        [GRAPH_PROXIMITY[graph_hits[p]] if p in graph_hits else 0.0 for p in pos.tolist()],
-        dtype=np.float64,
-    )
+    proximity = np.zeros(ix.size, dtype=np.float64)
+    proximity[graph_pos] = [GRAPH_PROXIMITY[hop] for hop in graph_hits.values()]
+    graph = proximity[pos]
     path_matrix = np.stack([on_graph, on_lexical, on_pinned, on_vector])
     path_counts = path_matrix.sum(axis=0).astype(np.int64)
 
@@ -335,7 +407,7 @@ def retrieve(
     gate = semantic.tolist() if base.fusion == "rrf" else scores
     path_score = features["path_score"].tolist()
     plist = pos.tolist()
-    ordered = _ranked_order(scores, path_score, [ix.ids[p] for p in plist], gate, floor)
+    ordered = _ranked_order(scores, path_score, ix.ids, plist, gate, floor)
     selected: list[int] = []
     source_counts: dict[tuple[str, str], int] = {}
     evidence_counts: dict[str, int] = {}

@@ -55,6 +55,9 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
 # does not wait in every case, e.g. for the journal-mode switch of a pack being created).
 LOCK_RETRY_SECONDS = 2.0
+# Lexical search reads the whole table's ranking without a join when the owner's in-scope
+# memories are at least this share of the pack (rowids bound the pack's size from above).
+MIN_UNJOINED_SHARE = 0.5
 
 Tracer = Callable[[str], None]
 T = TypeVar("T")
@@ -536,10 +539,26 @@ class SQLiteStore:
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
-        """BM25 (FTS5) over the owner's memories: ``(rowid, -bm25)``, best first."""
+        """BM25 (FTS5) over the owner's memories: ``(rowid, -bm25)``, best first.
+
+        BM25 statistics are the whole table's, so a row's score does not depend on who else
+        matches. When the owner's in-scope memories are most of the pack, the ranked rows of the
+        whole table are read without a join and kept if they are the owner's (by the owner's
+        column index, current for this read), in growing pages until ``k`` are kept; otherwise
+        one query joins ``memories`` on the owner and scope. Both give the same rows and scores.
+        """
         if not terms:
             return []
+        if not self.conn.in_transaction:  # the index check and the query see one state
+            with self.read_snapshot():
+                return self.lexical_search(user_id, scopes, terms, k)
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        index = self._current_index(user_id)
+        if index is not None and index.size:
+            in_scope = index.scope_mask(scopes)
+            kept_share = int(in_scope.sum()) / max(self._max_rowid(), 1)
+            if kept_share >= MIN_UNJOINED_SHARE:
+                return self._lexical_unjoined(index, in_scope, match, k, kept_share)
         scope_sql, scope_params = self._scope_sql(scopes)
         rows = self.conn.execute(
             "SELECT f.rowid, bm25(memories_fts) FROM memories_fts f"
@@ -549,6 +568,41 @@ class SQLiteStore:
             (match, user_id, *scope_params, k),
         ).fetchall()
         return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def _lexical_unjoined(
+        self,
+        index: OwnerIndex,
+        in_scope: npt.NDArray[np.bool_],
+        match: str,
+        k: int,
+        kept_share: float,
+    ) -> list[tuple[int, float]]:
+        fetch = k if kept_share >= 1.0 else int(k / kept_share) + 16
+        while True:
+            rows = self.conn.execute(
+                "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
+                " ORDER BY bm25(memories_fts), rowid LIMIT ?",
+                (match, fetch),
+            ).fetchall()
+            positions, found = index.positions_of([r[0] for r in rows])
+            kept = np.zeros(len(rows), dtype=np.bool_)
+            kept[found] = in_scope[positions]
+            chosen = np.flatnonzero(kept)[:k].tolist()
+            if len(chosen) == k or len(rows) < fetch:
+                return [(int(rows[i][0]), -float(rows[i][1])) for i in chosen]
+            fetch *= 4
+
+    def _current_index(self, user_id: str) -> OwnerIndex | None:
+        """The owner's cached column index if it is current for this read, else None."""
+        write_seq, delete_seq = self._sequences()
+        with self._index_lock:
+            index = self._indexes.get(user_id)
+            if index is None or index.write_seq != write_seq or index.delete_seq != delete_seq:
+                return None
+            return index.snapshot()
+
+    def _max_rowid(self) -> int:
+        return int(self.conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0])
 
     # ---------------------------------------------------------------- operations log
     def append_op(
