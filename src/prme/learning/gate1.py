@@ -328,8 +328,8 @@ class _Observed:
     """One judged request: its judged candidates, positives first, each half sorted by id."""
 
     request_id: UUID
-    weights: ScoringWeights
-    multipliers: RankingMultipliers | None
+    weights: tuple[float, ...]  # ScoringWeights.formula() of the pre-multiplier weights
+    multipliers: tuple[float, ...] | None  # recorded at retrieval
     positive_ids: list[str]
     negative_ids: list[str]
     traces: list[tuple[float, ...]]  # of the judged candidates, in that order
@@ -517,11 +517,6 @@ def _observe(
 
 
 # --------------------------------------------------------------------------- feature table
-def _weights_key(weights: ScoringWeights) -> tuple[float, ...]:
-    # Everything weighted_score reads from the weights (node-type boosts live in the trace).
-    return (*weights.additive(), weights.temporal_boost, weights.relevance_floor)
-
-
 def _columns(block: FloatArray) -> dict[str, FloatArray]:
     return {name: block[:, j] for j, name in enumerate(TRACE_COLUMNS)}
 
@@ -575,19 +570,14 @@ class _Table:
         width = n_neg[self.pair_request]
         self.pair_pos: IntArray = first[self.pair_request] + t // width
         self.pair_neg: IntArray = first[self.pair_request] + n_pos[self.pair_request] + t % width
-        weight_keys = [_weights_key(r.weights) for r in requests]
-        replay_keys = [
-            (key, None if _is_neutral(r.multipliers) else _as_tuple(r.multipliers))
-            for key, r in zip(weight_keys, requests, strict=True)
-        ]
-        self.weights: dict[Any, ScoringWeights] = {}
-        self.recorded_weights: dict[Any, ScoringWeights] = {}
-        for request, weight_key, replay_key in zip(requests, weight_keys, replay_keys, strict=True):
-            self.weights.setdefault(weight_key, request.weights)
-            if replay_key not in self.recorded_weights:
-                self.recorded_weights[replay_key] = adjusted_weights(
-                    request.weights, request.multipliers
-                )
+        weight_keys = [r.weights for r in requests]
+        replay_keys = [(r.weights, _applied(r.multipliers)) for r in requests]
+        # One ScoringWeights per distinct formula: it scores exactly as the receipts' weights.
+        self.weights = {key: ScoringWeights.from_formula(key) for key in set(weight_keys)}
+        self.recorded_weights = {
+            (key, applied): adjusted_weights(self.weights[key], _multiplier_model(applied))
+            for key, applied in set(replay_keys)
+        }
         self.by_weights = _classes(weight_keys, sizes)
         self.by_replay = _classes(replay_keys, sizes)
 
@@ -666,12 +656,13 @@ class _Table:
         return pairwise.tolist(), ndcg
 
 
-def _is_neutral(multipliers: RankingMultipliers | None) -> bool:
-    return multipliers is None or multipliers.is_neutral
+def _applied(multipliers: tuple[float, ...] | None) -> tuple[float, ...] | None:
+    """Recorded multipliers as they act on scores: neutral ones act as none."""
+    return None if multipliers is None or all(m == 1.0 for m in multipliers) else multipliers
 
 
-def _as_tuple(multipliers: RankingMultipliers | None) -> tuple[float, ...] | None:
-    return None if multipliers is None else multipliers.as_tuple()
+def _multiplier_model(values: tuple[float, ...] | None) -> RankingMultipliers | None:
+    return None if values is None else RankingMultipliers.from_tuple(values)
 
 
 # ---------------------------------------------------------------------------------- fitting
@@ -702,13 +693,13 @@ class _Objective:
         self.weight = 1.0 / denominator[table.pair_request[training]].astype(np.float64)
         base = np.asarray(
             [
-                (*r.weights.additive(), r.weights.relevance_floor, r.weights.temporal_boost)
+                r.weights  # six additive weights, temporal_boost, relevance_floor
                 for r in table.requests
             ],
             dtype=np.float64,
         ).reshape(-1, 8)[table.owner[rows]]
         f = table.features[rows]
-        w0, floor, temporal_boost = base[:, :6], base[:, 6], base[:, 7]
+        w0, temporal_boost, floor = base[:, :6], base[:, 6], base[:, 7]
         scale = f[:, _EPISTEMIC] * f[:, _BOOST]
         self.numerator = [f[:, j] * w0[:, j] * scale for j in range(6)]
         self.denominator = [w0[:, j] for j in range(6)]
@@ -761,8 +752,9 @@ def _fit(objective: _Objective, passes: int) -> tuple[FloatArray, float, float]:
 
 
 def _multipliers(logs: FloatArray) -> RankingMultipliers:
-    values = np.clip(np.exp(logs), MULTIPLIER_MIN, MULTIPLIER_MAX).tolist()
-    return RankingMultipliers(**dict(zip(ADDITIVE_FEATURES, values, strict=True)))
+    return RankingMultipliers.from_tuple(
+        np.clip(np.exp(logs), MULTIPLIER_MIN, MULTIPLIER_MAX).tolist()
+    )
 
 
 # ---------------------------------------------------------------------------------- metrics

@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex
 from prme.models.enums import Scope
 from prme.models.receipt import RetrievalReceipt
-from prme.models.scoring import RankingMultipliers, ScoringWeights
+from prme.models.scoring import MULTIPLIER_MAX, MULTIPLIER_MIN
 
 # ScoreTrace fields the weighted formula and the ranking policy read, in column order.
 TRACE_COLUMNS = (
@@ -42,6 +42,12 @@ CanonicalUUID = Annotated[
     str, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 ]
 TraceRow = Annotated[tuple[FiniteFloat, ...], Field(min_length=10, max_length=10)]
+# ScoringWeights.formula(): six additive weights, temporal_boost, relevance_floor.
+FormulaWeights = Annotated[tuple[FiniteFloat, ...], Field(min_length=8, max_length=8)]
+MultiplierValues = Annotated[
+    tuple[Annotated[float, Field(ge=MULTIPLIER_MIN, le=MULTIPLIER_MAX)], ...],
+    Field(min_length=6, max_length=6),
+]
 
 
 class JudgmentEvidence(Frozen):
@@ -54,8 +60,11 @@ class JudgmentEvidence(Frozen):
     receipt_checksum: Sha256Hex
     query: str
     scopes: tuple[Scope, ...] | None
-    weights: ScoringWeights
-    ranking_multipliers: RankingMultipliers | None
+    fusion: Literal["weighted", "rrf"]
+    weights: FormulaWeights  # the receipt's pre-multiplier weights, as the formula reads them
+    ranking_multipliers: (
+        MultiplierValues | None
+    )  # recorded at retrieval, in ADDITIVE_FEATURES order
     node_ids: tuple[CanonicalUUID, ...] = Field(min_length=1)
     scores: tuple[FiniteFloat, ...]
     in_context: tuple[bool, ...]
@@ -71,10 +80,6 @@ class JudgmentEvidence(Frozen):
         if len(set(self.node_ids)) != n:
             raise ValueError("evidence candidate ids must be unique")
         return self
-
-    @property
-    def fusion(self) -> str:
-        return self.weights.fusion
 
     @classmethod
     def from_receipt(
@@ -94,8 +99,11 @@ class JudgmentEvidence(Frozen):
             receipt_checksum=receipt.checksum,
             query=receipt.query,
             scopes=receipt.scopes,
-            weights=receipt.weights,
-            ranking_multipliers=receipt.ranking_multipliers,
+            fusion=receipt.weights.fusion,
+            weights=receipt.weights.formula(),
+            ranking_multipliers=None
+            if receipt.ranking_multipliers is None
+            else receipt.ranking_multipliers.as_tuple(),
             node_ids=tuple(str(c.node_id) for c in chosen),
             scores=tuple(c.score for c in chosen),
             in_context=tuple(c.in_context for c in chosen),

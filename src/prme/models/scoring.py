@@ -49,6 +49,11 @@ class RankingMultipliers(Frozen):
     def as_tuple(self) -> tuple[float, ...]:
         return tuple(getattr(self, f) for f in ADDITIVE_FEATURES)
 
+    @classmethod
+    def from_tuple(cls, values: tuple[float, ...] | list[float]) -> RankingMultipliers:
+        """The multipliers with ``values`` in ``ADDITIVE_FEATURES`` order (validated)."""
+        return cls(**dict(zip(ADDITIVE_FEATURES, values, strict=True)))
+
 
 def is_neutral(multipliers: RankingMultipliers | None) -> bool:
     return multipliers is None or multipliers.is_neutral
@@ -105,6 +110,17 @@ class ScoringWeights(Frozen):
             self.w_salience,
             self.w_confidence,
         )
+
+    def formula(self) -> tuple[float, ...]:
+        """What the weighted formula reads from the weights (node-type boosts live in each
+        trace): the six additive weights, ``temporal_boost`` and ``relevance_floor``."""
+        return (*self.additive(), self.temporal_boost, self.relevance_floor)
+
+    @classmethod
+    def from_formula(cls, formula: tuple[float, ...]) -> ScoringWeights:
+        """Weighted-formula weights that score exactly as any weights with this formula."""
+        names = [f"w_{name}" for name in ADDITIVE_FEATURES] + ["temporal_boost", "relevance_floor"]
+        return cls(**dict(zip(names, formula, strict=True)))
 
     @property
     def version_id(self) -> str:
