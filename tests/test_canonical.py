@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from prme.canonical import (
     canonical_bytes,
     canonical_json,
+    canonical_object,
     checksum,
     hmac_hex,
     sha256_hex,
@@ -109,3 +110,15 @@ def test_round_trip_is_stable(value: object) -> None:
     text = canonical_json(value)
     assert canonical_json(json.loads(text)) == text
     assert checksum(json.loads(text)) == checksum(value)
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
+def test_an_object_assembled_from_member_texts_is_its_canonical_text(
+    value: dict[str, object],
+) -> None:
+    members = {key: canonical_json(member) for key, member in value.items()}
+    assembled = canonical_object(members)
+    assert assembled == canonical_json(value)
+    # Already-canonical text passes through unchanged, so hashing it hashes the same bytes.
+    assert canonical_json(assembled) == assembled
+    assert checksum(assembled) == checksum(value)

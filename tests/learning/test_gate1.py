@@ -540,8 +540,13 @@ def test_pair_budget_fails_the_whole_evaluation() -> None:
     assert info.value.field == "max_pairs_per_request"
 
 
-def test_a_receipt_that_does_not_replay_is_rejected() -> None:
-    receipts, records = reference_fixture(3)
+@pytest.mark.parametrize(
+    "recorded", [None, RankingMultipliers(confidence=2.0, lexical=0.5)], ids=["base", "profile"]
+)
+def test_a_receipt_that_does_not_replay_is_rejected(recorded: RankingMultipliers | None) -> None:
+    # Both replay paths: scores recorded under base weights, and under a profile's multipliers.
+    receipts, records = reference_fixture(3, multipliers=recorded)
+    assert run(receipts, records).exclusions == dict.fromkeys(EXCLUSION_KEYS, 0)
     honest = receipts[0]
     forged_candidate = honest.candidates[0].model_copy(update={"score": 0.9})
     forged = RetrievalReceipt.model_construct(

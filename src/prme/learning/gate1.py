@@ -24,7 +24,7 @@ from uuid import UUID
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from prme.bulk import gc_paused
 from prme.canonical import canonical_json, checksum, sha256_hex
@@ -73,6 +73,10 @@ _EPISTEMIC, _TEMPORAL, _BOOST, _PATH = (
     TRACE_COLUMNS.index(name)
     for name in ("epistemic_weight", "temporal_affinity", "node_type_boost", "path_score")
 )
+
+
+# {UUID: str} with canonical-text keys, converted inside pydantic-core (tens of thousands).
+_TEXT_KEYS = TypeAdapter(dict[UUID, str])
 
 
 def _fail(field_name: str, message: str, value: Any = None) -> InvalidInputError:
@@ -591,21 +595,19 @@ class _Table:
             out[index] = self._scores(index, adjusted_weights(self.weights[key], multipliers))
         return out
 
-    def check_replays(self) -> None:
+    def check_replays(self, baseline: FloatArray) -> None:
         """The recorded multipliers over the pre-multiplier weights reproduce every judged score.
 
         Equivalent to ``weighted_score(trace, receipt.applied_weights()) == score`` per judged
-        candidate, batched: rows with the same weights and multipliers replay in one call.
+        candidate, batched: rows with the same weights and multipliers replay in one call, and
+        rows recorded without multipliers are the ``baseline`` (neutral) scores already.
         """
-        mismatched: set[int] = set()
-        for key, index in self.by_replay.items():
-            replayed = self._scores(index, self.recorded_weights[key])
-            rows = index.tolist()
-            mismatched.update(
-                int(self.owner[row])
-                for row, score in zip(rows, replayed, strict=True)
-                if score != self.recorded[row]
-            )
+        recorded = np.asarray(self.recorded, dtype=np.float64)
+        replayed = baseline.copy()
+        for (key, applied), index in self.by_replay.items():
+            if applied is not None:
+                replayed[index] = self._scores(index, self.recorded_weights[(key, applied)])
+        mismatched = np.unique(self.owner[np.flatnonzero(replayed != recorded)]).tolist()
         if mismatched:
             rid = min(str(self.requests[i].request_id) for i in mismatched)
             raise _fail("receipts", f"Baseline score replay mismatch for request {rid}", rid)
@@ -691,13 +693,10 @@ class _Objective:
         self.pos = subset[table.pair_pos[training]]
         self.neg = subset[table.pair_neg[training]]
         self.weight = 1.0 / denominator[table.pair_request[training]].astype(np.float64)
-        base = np.asarray(
-            [
-                r.weights  # six additive weights, temporal_boost, relevance_floor
-                for r in table.requests
-            ],
-            dtype=np.float64,
-        ).reshape(-1, 8)[table.owner[rows]]
+        base = np.empty((len(table.recorded), 8), dtype=np.float64)
+        for formula, index in table.by_weights.items():
+            base[index] = formula  # six additive weights, temporal_boost, relevance_floor
+        base = base[rows]
         f = table.features[rows]
         w0, temporal_boost, floor = base[:, :6], base[:, 6], base[:, 7]
         scale = f[:, _EPISTEMIC] * f[:, _BOOST]
@@ -860,7 +859,8 @@ def _evaluate(
     train = obs.training
     requests = obs.requests
     table = _Table(requests)
-    table.check_replays()
+    baseline_scores = table.exact_scores(RankingMultipliers())
+    table.check_replays(baseline_scores)
     coverage = {
         "feedback_records": len(obs.feedback_ids),
         "requests_with_pairs": len(requests),
@@ -871,8 +871,8 @@ def _evaluate(
     explicit = obs.query_groups
     snapshot_checksum = checksum(
         {
-            "receipts": {str(rid): s for rid, s in obs.receipt_checksums.items()},
-            "records": {str(fid): s for fid, s in obs.record_checksums.items()},
+            "receipts": _TEXT_KEYS.dump_python(obs.receipt_checksums, mode="json"),
+            "records": _TEXT_KEYS.dump_python(obs.record_checksums, mode="json"),
             "query_groups": None if explicit is None else {str(k): v for k, v in explicit.items()},
         }
     )
@@ -918,7 +918,7 @@ def _evaluate(
     # ---- fit on training groups only, then rank every request with the exact replay
     fitted, before, after = fit_multipliers(obs, table)
     k = cfg.ndcg_k
-    baseline = table.metrics(table.positions(table.exact_scores(RankingMultipliers())), k)
+    baseline = table.metrics(table.positions(baseline_scores), k)
     candidate = table.metrics(table.positions(table.exact_scores(fitted)), k)
     results = _group_results(obs.groups, baseline, candidate)
     held_out = [q for q in results if q.split == "validation"]

@@ -74,8 +74,15 @@ class JudgmentEvidence(Frozen):
     @model_validator(mode="after")
     def _columns_align(self) -> JudgmentEvidence:
         n = len(self.node_ids)
-        columns = (self.scores, self.in_context, self.has_content, self.traces)
-        if any(len(column) != n for column in columns):
+        if (
+            not (
+                len(self.scores)
+                == len(self.in_context)
+                == len(self.has_content)
+                == len(self.traces)
+            )
+            or len(self.scores) != n
+        ):
             raise ValueError("evidence columns must have one entry per candidate")
         if len(set(self.node_ids)) != n:
             raise ValueError("evidence candidate ids must be unique")

@@ -48,11 +48,12 @@ def evaluate_learning(
             config=config,
             query_groups=query_groups,
         )
-        del judgments  # before the collector resumes: nothing left for it to scan
-    attested = reports.attest_and_persist(
-        engine, LEARNING_REPORT_OP, owner, report.input_checksum, report
-    )
-    return attested
+        del judgments
+        # Still paused: encoding the megabyte report allocates tens of thousands of containers,
+        # which would otherwise trigger full collections over everything alive.
+        return reports.attest_and_persist(
+            engine, LEARNING_REPORT_OP, owner, report.input_checksum, report
+        )
 
 
 def get_learning_evaluation(

@@ -6,7 +6,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from prme.canonical import canonical_json
+from prme.canonical import canonical_json, canonical_object
 from prme.engine import Engine
 from prme.errors import IntegrityError
 from prme.storage.timeutil import to_us
@@ -34,9 +34,9 @@ def attest_and_persist(
     it once: an identical re-evaluation is a no-op, a different one under the same checksum an
     error. Returns the attested copy. The report is dumped once for both steps (reports bind
     whole snapshots, so they can be megabytes)."""
-    content = unattested(report)
-    attestation = engine.store.attest(content)
-    payload = canonical_json({**content, "attestation": attestation})
+    members = {key: canonical_json(value) for key, value in unattested(report).items()}
+    attestation = engine.store.attest(canonical_object(members))
+    payload = canonical_object({**members, "attestation": canonical_json(attestation)})
     op_id = f"{op_type}:{user_id}:{report_checksum}"
     inserted = engine.store.append_op(
         op_id=op_id,
