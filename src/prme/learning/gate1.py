@@ -327,7 +327,7 @@ def _checked_labels(judgment: Judgment) -> Mapping[str, bool]:
 
 
 # ----------------------------------------------------------------------------- observations
-@dataclass
+@dataclass(slots=True)
 class _Observed:
     """One judged request: its judged candidates, positives first, each half sorted by id."""
 
@@ -410,20 +410,21 @@ def _votes(
 
 def _observed(rid: UUID, entries: list[Labelled]) -> tuple[_Observed, int]:
     """The request's judged candidates (positives first) and its conflicting-label count."""
-    first = entries[0][0]
+    first, labels = entries[0]
     if len(entries) == 1:  # the common case: one judgment, nothing to collapse
-        labels = entries[0][1]
-        column = dict(zip(first.node_ids, range(len(first.node_ids)), strict=True))
-        conflicts = 0
-    else:
-        labels, where, conflicts = _votes(rid, entries)
-    positive = sorted([n for n, relevant in labels.items() if relevant])
-    negative = sorted([n for n, relevant in labels.items() if not relevant])
-    if len(entries) == 1:
-        order = [column[n] for n in positive] + [column[n] for n in negative]
+        ids = first.node_ids
+        positive = sorted([n for n in ids if labels[n]])
+        negative = sorted([n for n in ids if not labels[n]])
+        column = {n: i for i, n in enumerate(ids)}
+        order = [column[n] for n in positive]
+        order += [column[n] for n in negative]
         traces = [first.traces[i] for i in order]
         scores = [first.scores[i] for i in order]
+        conflicts = 0
     else:
+        agreed, where, conflicts = _votes(rid, entries)
+        positive = sorted([n for n, relevant in agreed.items() if relevant])
+        negative = sorted([n for n, relevant in agreed.items() if not relevant])
         cells = [where[n] for n in (*positive, *negative)]
         traces = [entries[e][0].traces[i] for e, i in cells]
         scores = [entries[e][0].scores[i] for e, i in cells]
