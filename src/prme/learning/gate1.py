@@ -679,21 +679,22 @@ class _Objective:
 
     def __init__(self, table: _Table, groups: list[_Group], config: LearningConfig) -> None:
         requests = len(table.requests)
-        # Each training pair weighs 1 / (|groups| · |requests of its group| · n_pos · n_neg).
-        denominator = np.zeros(requests, dtype=np.int64)
+        # Each training pair weighs 1 / (|groups| · |requests of its group| · n_pos · n_neg),
+        # divided in Python: exact integer products, one correctly rounded division.
+        share = np.zeros(requests, dtype=np.float64)
         number = {id(r): i for i, r in enumerate(table.requests)}
         for group in groups:
             for request in group.requests:
-                i = number[id(request)]
-                denominator[i] = len(groups) * len(group.requests) * table.n_pos[i] * table.n_neg[i]
-        training = denominator[table.pair_request] > 0
+                pairs = len(request.positive_ids) * len(request.negative_ids)
+                share[number[id(request)]] = 1.0 / (len(groups) * len(group.requests) * pairs)
+        training = share[table.pair_request] > 0.0
         # Only the rows of training pairs enter the loss; pairs index into that subset.
-        rows = np.flatnonzero(np.repeat(denominator > 0, table.n_pos + table.n_neg))
+        rows = np.flatnonzero(np.repeat(share > 0.0, table.n_pos + table.n_neg))
         subset = np.full(len(table.recorded), -1, dtype=np.int64)
         subset[rows] = np.arange(len(rows))
         self.pos = subset[table.pair_pos[training]]
         self.neg = subset[table.pair_neg[training]]
-        self.weight = 1.0 / denominator[table.pair_request[training]].astype(np.float64)
+        self.weight = share[table.pair_request[training]]
         base = np.empty((len(table.recorded), 8), dtype=np.float64)
         for formula, index in table.by_weights.items():
             base[index] = formula  # six additive weights, temporal_boost, relevance_floor
