@@ -17,7 +17,7 @@ from seed_blocks import BLOCK_2 as SEED_SECOND_BLOCK
 from prme import MemoryClient, PRMEConfig, Scope, ScoringWeights
 from prme.canonical import canonical_json, sha256_hex
 from prme.config import EmbeddingConfig
-from prme.errors import InvalidInputError
+from prme.errors import IntegrityError, InvalidInputError
 from prme.learning.gate1 import evaluate_learning
 from prme.learning.groups import group_id, is_validation, normalize_query
 from prme.models.evidence import JudgmentEvidence
@@ -319,3 +319,45 @@ def test_evidence_that_disagrees_with_its_judgment_is_refused(
     assert not report.ok
     assert {p.check for p in report.problems} == {"evidence"}
     assert report.problems[0].ref == op.op_id
+
+
+def tampered_copy(source: Path, target: Path, *statements: tuple[str, tuple[object, ...]]) -> Path:
+    """A copy of the pack edited behind the engine's back (append-only triggers dropped)."""
+    shutil.copytree(source, target)
+    conn = sqlite3.connect(target / "pack.sqlite3")
+    conn.execute("DROP TRIGGER oplog_append_only_update")
+    conn.execute("DROP TRIGGER oplog_append_only_delete")
+    for sql, params in statements:
+        conn.execute(sql, params)
+    conn.commit()
+    conn.close()
+    return target
+
+
+def test_a_judged_receipt_that_is_gone_or_replaced_fails_loudly(
+    workload_pack: Path, tmp_path: Path
+) -> None:
+    # The stored evidence alone would suffice to learn; the receipts it names must still be
+    # there, under the checksum the judgments bind, or nothing is evaluated.
+    with open_pack(workload_pack) as client:
+        judged = all_judgments(client, "alice")[0]
+        receipt = client.get_retrieval_receipt(judged.request_id, user_id="alice")
+    assert receipt is not None
+    op_id = f"receipt:{judged.request_id}"
+    gone = tampered_copy(
+        workload_pack, tmp_path / "gone", ("DELETE FROM oplog WHERE op_id = ?", (op_id,))
+    )
+    data = json.loads(canonical_json(receipt))
+    data["query"] = "a different question"  # no longer replays the group it was judged in
+    forged = canonical_json(data)
+    replaced = tampered_copy(
+        workload_pack,
+        tmp_path / "replaced",
+        (
+            "UPDATE oplog SET payload = ?, checksum = ? WHERE op_id = ?",
+            (forged, sha256_hex(forged), op_id),
+        ),
+    )
+    for pack, message in ((gone, "missing retrieval receipt"), (replaced, "checksum mismatch")):
+        with open_pack(pack) as client, pytest.raises(IntegrityError, match=message):
+            client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])

@@ -30,7 +30,7 @@ from prme.models.relevance import (
     RelevanceSubmission,
     RelevanceSurface,
 )
-from prme.services.receipts import get_receipt
+from prme.services.receipts import RECEIPT_OP, get_receipt
 from prme.storage.base import OpRecord
 from prme.storage.timeutil import to_us
 from prme.validation import require_owner, require_page_limit, require_uuid
@@ -237,9 +237,11 @@ def _evidence_from_receipt(engine: Engine, judged: _JudgedColumns) -> JudgmentEv
 def read_judgments(engine: Engine, user_id: str, *, limit: int) -> list[Judgment]:
     """Up to ``limit`` of the owner's judgments with their evidence, by ``str(feedback_id)``.
 
-    Two range reads of the operations log (whose SHA-256 per row the store verifies); a
-    judgment without stored evidence (recorded by an earlier prme) gets it cut from its
-    receipt, which is read and parsed for that alone.
+    Two range reads of the operations log (whose SHA-256 per row the store verifies) and one
+    lookup of the judged receipts' stored checksums: every judged receipt must still be stored
+    under the checksum its judgment names (receipts themselves are not parsed; ``prme pack
+    check`` replays them). A judgment without stored evidence (recorded by an earlier prme)
+    gets it cut from its receipt, which is read and parsed for that alone.
     """
     store = engine.store
     records = store.iter_ops(RELEVANCE_OP, user_id, limit=limit, order_by_target=True)
@@ -268,7 +270,19 @@ def read_judgments(engine: Engine, user_id: str, *, limit: int) -> list[Judgment
                 evidence,
             )
         )
+    _check_receipts(engine, user_id, judgments)
     return judgments
+
+
+def _check_receipts(engine: Engine, user_id: str, judgments: list[Judgment]) -> None:
+    request_ids = [str(j.request_id) for j in judgments]
+    stored = engine.store.op_checksums(RECEIPT_OP, user_id, sorted(set(request_ids)))
+    for request_id, judgment in zip(request_ids, judgments, strict=True):
+        digest = stored.get(request_id)
+        if digest is None:
+            raise IntegrityError(f"{MISSING_RECEIPT} ({request_id})")
+        if digest != judgment.receipt_checksum:
+            raise IntegrityError(f"Relevance receipt checksum mismatch (request {request_id})")
 
 
 def list_relevance(

@@ -741,6 +741,14 @@ class PostgresStore:
         sql, params = select_ops("%s", op_type, user_id, target_id=target_id, by_seq=True)
         return [_verified(r) for r in self._fetchall(sql, params)]
 
+    def op_checksums(self, op_type: str, user_id: str, target_ids: Sequence[str]) -> dict[str, str]:
+        rows = self._fetchall(
+            "SELECT target_id, checksum FROM oplog WHERE op_type = %s AND user_id = %s"
+            " AND target_id = ANY(%s)",
+            [op_type, user_id, list(target_ids)],
+        )
+        return {str(target): str(digest) for target, digest in rows}
+
     def iter_ops(
         self,
         op_type: str,

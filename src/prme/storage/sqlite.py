@@ -653,6 +653,14 @@ class SQLiteStore:
         sql, params = select_ops("?", op_type, user_id, target_id=target_id, by_seq=True)
         return [self._op(r) for r in self.conn.execute(sql, params).fetchall()]
 
+    def op_checksums(self, op_type: str, user_id: str, target_ids: Sequence[str]) -> dict[str, str]:
+        rows = self.conn.execute(
+            "SELECT target_id, checksum FROM oplog WHERE op_type = ? AND user_id = ?"
+            " AND target_id IN (SELECT value FROM json_each(?))",
+            (op_type, user_id, json.dumps(list(target_ids))),
+        ).fetchall()
+        return {str(target): str(digest) for target, digest in rows}
+
     def iter_ops(
         self,
         op_type: str,
