@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from prme import FrozenPackError, IntegrityError, MemoryClient
+from prme.canonical import sha256_hex
 from prme.models.enums import Scope
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage.sqlite import DB_FILE, SQLiteStore
@@ -395,3 +396,38 @@ def test_timestamps_round_trip_exactly(client: MemoryClient) -> None:
     node = client.get(node_id, user_id="alice")
     assert node is not None
     assert (node.event_time, node.valid_from) == (when, when)
+
+
+def test_judged_receipt_checksums_come_from_a_covering_index(pack_path: Path) -> None:
+    # A pack from before the covering index (it had the narrower oplog_target) gets it on open,
+    # and the receipt-checksum lookup then never touches the table (no payload pages).
+    SQLiteStore(pack_path).close()
+    conn = raw(pack_path)
+    conn.execute("DROP INDEX oplog_digest")
+    conn.execute("CREATE INDEX oplog_target ON oplog(op_type, user_id, target_id)")
+    conn.close()
+    store = SQLiteStore(pack_path)
+    store.append_op(
+        op_id="receipt:r1",
+        op_type="retrieval_receipt",
+        user_id="alice",
+        target_id="r1",
+        namespace=None,
+        created_at_us=0,
+        payload="{}",
+    )
+    assert store.op_checksums("retrieval_receipt", "alice", ["r1", "r2"]) == {
+        "r1": sha256_hex("{}")
+    }
+    assert store.op_checksums("retrieval_receipt", "bob", ["r1"]) == {}
+    indexes = {
+        row[0] for row in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    }
+    assert "oplog_digest" in indexes and "oplog_target" not in indexes
+    plan = store.conn.execute(
+        "EXPLAIN QUERY PLAN SELECT target_id, checksum FROM oplog WHERE op_type = ?"
+        " AND user_id = ? AND target_id IN (SELECT value FROM json_each(?))",
+        ("retrieval_receipt", "alice", '["r1"]'),
+    ).fetchall()
+    assert any("COVERING INDEX oplog_digest" in str(step) for step in plan)
+    store.close()
