@@ -61,10 +61,10 @@ class JudgmentEvidence(Frozen):
     query: str
     scopes: tuple[Scope, ...] | None
     fusion: Literal["weighted", "rrf"]
-    weights: FormulaWeights  # the receipt's pre-multiplier weights, as the formula reads them
-    ranking_multipliers: (
-        MultiplierValues | None
-    )  # recorded at retrieval, in ADDITIVE_FEATURES order
+    # The receipt's pre-multiplier weights as the formula reads them, and the multipliers
+    # recorded at retrieval (ADDITIVE_FEATURES order; None when none were recorded).
+    weights: FormulaWeights
+    ranking_multipliers: MultiplierValues | None
     node_ids: tuple[CanonicalUUID, ...] = Field(min_length=1)
     scores: tuple[FiniteFloat, ...]
     in_context: tuple[bool, ...]
@@ -74,15 +74,8 @@ class JudgmentEvidence(Frozen):
     @model_validator(mode="after")
     def _columns_align(self) -> JudgmentEvidence:
         n = len(self.node_ids)
-        if (
-            not (
-                len(self.scores)
-                == len(self.in_context)
-                == len(self.has_content)
-                == len(self.traces)
-            )
-            or len(self.scores) != n
-        ):
+        lengths = {len(self.scores), len(self.in_context), len(self.has_content), len(self.traces)}
+        if lengths != {n}:
             raise ValueError("evidence columns must have one entry per candidate")
         if len(set(self.node_ids)) != n:
             raise ValueError("evidence candidate ids must be unique")
