@@ -6,7 +6,6 @@ import json
 import random
 import shutil
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -256,7 +255,9 @@ def test_each_judgment_stores_its_evidence_once_in_the_same_transaction(tmp_path
             record = RelevanceRecord.model_validate_json(op.payload)
             receipt = client.get_retrieval_receipt(record.request_id, user_id="dave")
             assert receipt is not None
-            cut = JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
+            cut = JudgmentEvidence.from_receipt(
+                receipt, record.feedback_id, record.labels, record.surface
+            )
             assert evidence[op.target_id].payload == canonical_json(cut)
             assert evidence[op.target_id].op_id == f"{EVIDENCE_OP}:{op.op_id}"
         # A retry adds nothing; a conflicting reuse of the feedback id adds nothing either.
@@ -293,32 +294,41 @@ def test_judgments_without_stored_evidence_are_evaluated_from_their_receipts(
     assert canonical_json(recovered) == canonical_json(current)
 
 
-def test_evidence_that_disagrees_with_its_judgment_is_refused(
+def test_evidence_edited_behind_the_engine_is_reported_or_refused(
     workload_pack: Path, tmp_path: Path
 ) -> None:
-    forged_pack = tmp_path / "forged"
-    shutil.copytree(workload_pack, forged_pack)
-    with open_pack(forged_pack) as client:
+    with open_pack(workload_pack) as client:
+        honest = client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
         op = next(client.engine.store.iter_ops(EVIDENCE_OP, "alice"))
     data = json.loads(op.payload)
-    data["node_ids"][0] = str(uuid.UUID(int=7))  # a candidate the judgment never labelled
-    forged = canonical_json(data)
-    conn = sqlite3.connect(forged_pack / "pack.sqlite3")
-    conn.execute("DROP TRIGGER oplog_append_only_update")
-    conn.execute(
-        "UPDATE oplog SET payload = ?, checksum = ? WHERE op_id = ?",
-        (forged, sha256_hex(forged), op.op_id),
+    # A well-formed edit (checksum recomputed) parses, but the report it would give is not
+    # the one stored under the same judgments and receipts; pack check names the evidence.
+    edited = canonical_json({**data, "query": "a question nobody asked"})
+    # A malformed edit: a relevant candidate listed after an irrelevant one.
+    disordered = canonical_json(
+        {**data, "relevant": [False, *data["relevant"][1:], True][: len(data["relevant"])]}
     )
-    conn.commit()
-    conn.close()
-    with open_pack(forged_pack) as client:
-        with pytest.raises(InvalidInputError, match="unobserved candidate") as caught:
+    update = "UPDATE oplog SET payload = ?, checksum = ? WHERE op_id = ?"
+    packs = {
+        name: tampered_copy(
+            workload_pack, tmp_path / name, (update, (text, sha256_hex(text), op.op_id))
+        )
+        for name, text in (("edited", edited), ("disordered", disordered))
+    }
+    with open_pack(packs["edited"]) as client:
+        with pytest.raises(
+            IntegrityError,
+            match=f"different learning_evaluation report is stored under {honest.input_checksum}",
+        ):
             client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
-        assert caught.value.field == "records"
         report = client.check_pack()
-    assert not report.ok
     assert {p.check for p in report.problems} == {"evidence"}
-    assert report.problems[0].ref == op.op_id
+    assert [p.ref for p in report.problems] == [op.op_id]
+    assert "differs from receipt" in report.problems[0].message
+    with open_pack(packs["disordered"]) as client:
+        with pytest.raises(IntegrityError, match="relevant candidates first"):
+            client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+        assert {p.check for p in client.check_pack().problems} == {"evidence"}
 
 
 def tampered_copy(source: Path, target: Path, *statements: tuple[str, tuple[object, ...]]) -> Path:

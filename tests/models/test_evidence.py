@@ -30,13 +30,15 @@ def evidence_json(**changes: object) -> str:
         "feedback_id": str(uuid.UUID(int=1)),
         "request_id": str(uuid.UUID(int=2)),
         "user_id": "alice",
+        "surface": "results",
         "receipt_checksum": "a" * 64,
         "query": "where is the data",
         "scopes": ["project"],
         "fusion": "weighted",
         "weights": [0.25, 0.2, 0.2, 0.1, 0.1, 0.15, 0.15, 0.35],
         "ranking_multipliers": None,
-        "node_ids": [str(uuid.UUID(int=10)), str(uuid.UUID(int=11))],
+        "node_ids": [str(uuid.UUID(int=11)), str(uuid.UUID(int=10))],
+        "relevant": [True, False],
         "scores": [0.5, 0.25],
         "in_context": [True, False],
         "has_content": [True, True],
@@ -55,7 +57,11 @@ def test_stored_evidence_round_trips_canonically() -> None:
     [
         ({"scores": [0.5]}, "one entry per candidate"),
         ({"traces": [[0.5] * len(TRACE_COLUMNS)] * 3}, "one entry per candidate"),
+        ({"relevant": [True]}, "one entry per candidate"),
+        ({"relevant": [False, True]}, "relevant candidates first"),
+        ({"relevant": [True, True]}, "each part by node id"),
         ({"node_ids": [str(uuid.UUID(int=10))] * 2}, "unique"),
+        ({"relevant": [1, 0]}, "boolean"),
         ({"node_ids": ["A0000000-0000-0000-0000-000000000000", str(uuid.UUID(int=11))]}, "pattern"),
         ({"traces": [[0.5] * 9, [0.25] * len(TRACE_COLUMNS)]}, "at least 10"),
         ({"weights": [0.25] * 7}, "at least 8"),
@@ -68,16 +74,19 @@ def test_malformed_evidence_is_refused(changes: dict[str, object], message: str)
         JudgmentEvidence.model_validate_json(evidence_json(**changes))
 
 
-def test_evidence_keeps_the_labelled_candidates_in_returned_order(
+def test_evidence_lists_relevant_candidates_first_each_part_by_id(
     judged_receipt: RetrievalReceipt,
 ) -> None:
     returned = [c.node_id for c in judged_receipt.candidates]
-    labelled = [returned[2], str(returned[0])]  # ids as UUIDs or text, in any order
-    cut = JudgmentEvidence.from_receipt(judged_receipt, uuid.UUID(int=5), labelled)
-    assert cut.node_ids == (str(returned[0]), str(returned[2]))
-    first = judged_receipt.candidates[0]
-    assert cut.scores[0] == first.score
-    assert cut.traces[0] == tuple(getattr(first.trace, name) for name in TRACE_COLUMNS)
+    labels = {returned[2]: True, returned[0]: False, returned[1]: True}
+    cut = JudgmentEvidence.from_receipt(judged_receipt, uuid.UUID(int=5), labels, "context")
+    relevant = sorted(str(n) for n in (returned[1], returned[2]))
+    assert cut.node_ids == (*relevant, str(returned[0]))
+    assert cut.relevant == (True, True, False) and cut.positives == 2
+    assert cut.surface == "context"
+    last = judged_receipt.candidates[0]
+    assert cut.scores[2] == last.score
+    assert cut.traces[2] == tuple(getattr(last.trace, name) for name in TRACE_COLUMNS)
     assert cut.weights == judged_receipt.weights.formula()
     assert cut.receipt_checksum == judged_receipt.checksum
     # what the engine stores validates as it is read back

@@ -86,33 +86,12 @@ def _fail(field_name: str, message: str, value: Any = None) -> InvalidInputError
 # --------------------------------------------------------------------------- the snapshot
 @dataclass(frozen=True, slots=True)
 class Judgment:
-    """One relevance record as gate 1 reads it: identity, surface, the receipt checksum it is
-    bound to, labels keyed by node-id text, the SHA-256 of the record's canonical JSON, and
-    the evidence of its labelled candidates."""
+    """One relevance judgment as gate 1 reads it: its evidence (identity, surface, labels,
+    receipt binding and the labelled candidates' columns) and the SHA-256 of the record's
+    canonical JSON, which the snapshot checksum binds."""
 
-    feedback_id: UUID
-    request_id: UUID
-    user_id: str
-    surface: str
-    receipt_checksum: str
-    labels: Mapping[str, bool]
-    record_checksum: str
     evidence: JudgmentEvidence
-
-    @classmethod
-    def of(
-        cls, record: RelevanceRecord, record_checksum: str, evidence: JudgmentEvidence
-    ) -> Judgment:
-        return cls(
-            record.feedback_id,
-            record.request_id,
-            record.user_id,
-            record.surface,
-            record.receipt_checksum,
-            {str(node_id): relevant for node_id, relevant in record.labels.items()},
-            record_checksum,
-            evidence,
-        )
+    record_checksum: str
 
 
 @dataclass(frozen=True)
@@ -184,7 +163,15 @@ def _receipt_for(
     if record.receipt_checksum != receipt_sum:
         fid = str(record.feedback_id)
         raise _fail("records", f"Relevance receipt checksum mismatch ({fid})", fid)
-    return receipt  # labels on unreturned candidates find no evidence: _checked_labels refuses
+    returned = {c.node_id for c in receipt.candidates}
+    if not returned.issuperset(record.labels):
+        unobserved = min(str(n) for n in record.labels if n not in returned)
+        raise _fail(
+            "records",
+            f"Relevance label refers to an unobserved candidate ({unobserved})",
+            str(record.feedback_id),
+        )
+    return receipt
 
 
 def snapshot_from_receipts(
@@ -197,34 +184,30 @@ def snapshot_from_receipts(
     for record in ordered:
         rid = record.request_id
         receipt = _receipt_for(record, by_request.get(rid), receipt_sums.get(rid))
-        evidence = JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
-        judgments.append(Judgment.of(record, record_sums[record.feedback_id], evidence))
+        evidence = JudgmentEvidence.from_receipt(
+            receipt, record.feedback_id, record.labels, record.surface
+        )
+        judgments.append(Judgment(evidence, record_sums[record.feedback_id]))
     known = {rid: (receipt_sums[rid], r.query) for rid, r in by_request.items()}
     return Snapshot(tuple(judgments), known)
 
 
 def snapshot_from_judgments(judgments: Iterable[Judgment], owner: str) -> Snapshot:
-    """Records with their stored evidence → a snapshot (the receipts are the judged ones)."""
+    """Judgments with their stored evidence → a snapshot (the receipts are the judged ones)."""
     by_id: dict[UUID, Judgment] = {}
     known: dict[UUID, tuple[str, str]] = {}
     for judgment in judgments:
         if not isinstance(judgment, Judgment):
             raise _fail("judgments", "must contain Judgment values", type(judgment).__name__)
-        if judgment.user_id != owner:
-            raise _fail("records", "Learning inputs must belong to the requested owner")
         evidence = judgment.evidence
-        fid, rid = judgment.feedback_id, judgment.request_id
+        if evidence.user_id != owner:
+            raise _fail("records", "Learning inputs must belong to the requested owner")
+        fid, rid = evidence.feedback_id, evidence.request_id
         seen = by_id.get(fid)
         if seen is not None:
             if seen.record_checksum != judgment.record_checksum:
                 raise _record_conflict(fid)
             continue
-        if (evidence.feedback_id, evidence.request_id, evidence.user_id) != (fid, rid, owner):
-            raise _fail(
-                "records", f"Relevance evidence belongs to another record ({fid})", str(fid)
-            )
-        if evidence.receipt_checksum != judgment.receipt_checksum:
-            raise _fail("records", f"Relevance receipt checksum mismatch ({fid})", str(fid))
         identity = (evidence.receipt_checksum, evidence.query)
         if known.setdefault(rid, identity) != identity:
             raise _fail("receipts", f"Conflicting receipt identity for request {rid}", str(rid))
@@ -308,22 +291,12 @@ def _explicit_groups(
     return (mapping or None), by_query
 
 
-def _checked_labels(judgment: Judgment) -> Mapping[str, bool]:
-    """The judgment's labels, each matched to one evidence candidate (§E.3)."""
-    labels, evidence = judgment.labels, judgment.evidence
-    ids = evidence.node_ids
-    if len(labels) != len(ids) or not all(map(labels.__contains__, ids)):
-        fid = str(judgment.feedback_id)
-        unobserved = sorted(labels.keys() - set(ids)) or [fid]
-        raise _fail(
-            "records", f"Relevance label refers to an unobserved candidate ({unobserved[0]})", fid
-        )
-    if judgment.surface == "context":
-        for i, node_id in enumerate(ids):
-            if not evidence.in_context[i] or (labels[node_id] and not evidence.has_content[i]):
-                fid = str(judgment.feedback_id)
-                raise _fail("records", f"Invalid context evidence label ({node_id})", fid)
-    return labels
+def _check_context_labels(evidence: JudgmentEvidence) -> None:
+    """Context judgments label included entries, and relevant ones have content (§E.3)."""
+    for i, node_id in enumerate(evidence.node_ids):
+        if not evidence.in_context[i] or (evidence.relevant[i] and not evidence.has_content[i]):
+            fid = str(evidence.feedback_id)
+            raise _fail("records", f"Invalid context evidence label ({node_id})", fid)
 
 
 # ----------------------------------------------------------------------------- observations
@@ -378,27 +351,24 @@ def _conflicting_receipt(rid: UUID) -> InvalidInputError:
     return _fail("receipts", f"Conflicting receipt identity for request {rid}", str(rid))
 
 
-Labelled = tuple[JudgmentEvidence, Mapping[str, bool]]
-
-
 def _votes(
-    rid: UUID, entries: list[Labelled]
+    rid: UUID, entries: list[JudgmentEvidence]
 ) -> tuple[dict[str, bool], dict[str, tuple[int, int]], int]:
     """Collapse the labels of several judgments of one request (§E.5): the agreed label of
     each candidate, where its evidence is (entry index, column), and the conflicts dropped."""
-    first = entries[0][0]
+    first = entries[0]
     seen: dict[str, set[bool]] = {}
     where: dict[str, tuple[int, int]] = {}
-    for number, (evidence, labels) in enumerate(entries):
+    for number, evidence in enumerate(entries):
         if (evidence.weights, evidence.ranking_multipliers) != (
             first.weights,
             first.ranking_multipliers,
         ):
             raise _conflicting_receipt(rid)
         for i, node_id in enumerate(evidence.node_ids):
-            seen.setdefault(node_id, set()).add(labels[node_id])
+            seen.setdefault(node_id, set()).add(evidence.relevant[i])
             known = where.setdefault(node_id, (number, i))
-            other = entries[known[0]][0]
+            other = entries[known[0]]
             if (other.traces[known[1]], other.scores[known[1]]) != (
                 evidence.traces[i],
                 evidence.scores[i],
@@ -408,28 +378,34 @@ def _votes(
     return agreed, {n: where[n] for n in agreed}, len(seen) - len(agreed)
 
 
-def _observed(rid: UUID, entries: list[Labelled]) -> tuple[_Observed, int]:
+def _observed(rid: UUID, entries: list[JudgmentEvidence]) -> tuple[_Observed, int]:
     """The request's judged candidates (positives first) and its conflicting-label count."""
-    first, labels = entries[0]
-    if len(entries) == 1:  # the common case: one judgment, nothing to collapse
+    first = entries[0]
+    if len(entries) == 1:  # the common case: already in pairing order, nothing to collapse
+        split = first.positives
         ids = first.node_ids
-        positive = sorted([n for n in ids if labels[n]])
-        negative = sorted([n for n in ids if not labels[n]])
-        column = {n: i for i, n in enumerate(ids)}
-        order = [column[n] for n in positive]
-        order += [column[n] for n in negative]
-        traces = [first.traces[i] for i in order]
-        scores = [first.scores[i] for i in order]
-        conflicts = 0
-    else:
-        agreed, where, conflicts = _votes(rid, entries)
-        positive = sorted([n for n, relevant in agreed.items() if relevant])
-        negative = sorted([n for n, relevant in agreed.items() if not relevant])
-        cells = [where[n] for n in (*positive, *negative)]
-        traces = [entries[e][0].traces[i] for e, i in cells]
-        scores = [entries[e][0].scores[i] for e, i in cells]
+        observed = _Observed(
+            rid,
+            first.weights,
+            first.ranking_multipliers,
+            list(ids[:split]),
+            list(ids[split:]),
+            list(first.traces),
+            list(first.scores),
+        )
+        return observed, 0
+    agreed, where, conflicts = _votes(rid, entries)
+    positive = sorted([n for n, relevant in agreed.items() if relevant])
+    negative = sorted([n for n, relevant in agreed.items() if not relevant])
+    cells = [where[n] for n in (*positive, *negative)]
     observed = _Observed(
-        rid, first.weights, first.ranking_multipliers, positive, negative, traces, scores
+        rid,
+        first.weights,
+        first.ranking_multipliers,
+        positive,
+        negative,
+        [entries[e].traces[i] for e, i in cells],
+        [entries[e].scores[i] for e, i in cells],
     )
     return observed, conflicts
 
@@ -456,15 +432,16 @@ def _observe(
 
     # ---- exclusions (first matching rule wins); included judgments by request
     exclusions = dict.fromkeys(EXCLUSION_KEYS, 0)
-    included: dict[UUID, list[Labelled]] = {}
+    included: dict[UUID, list[JudgmentEvidence]] = {}
     scope_keys: dict[Any, ScopeKey] = {}
     for judgment in snapshot.judgments:
         evidence = judgment.evidence
-        labels = _checked_labels(judgment)
+        if evidence.surface == "context":
+            _check_context_labels(evidence)
         scope_key = scope_keys.get(evidence.scopes)
         if scope_key is None:
             scope_key = scope_keys[evidence.scopes] = scope_set_key(evidence.scopes)
-        if judgment.surface != asked.surface:
+        if evidence.surface != asked.surface:
             exclusions["other_surface_records"] += 1
         elif scope_key != asked.scopes:
             exclusions["other_scope_records"] += 1
@@ -472,7 +449,7 @@ def _observe(
         elif evidence.fusion != "weighted":
             exclusions["rank_fusion_receipt_records"] += 1
         else:
-            included.setdefault(judgment.request_id, []).append((evidence, labels))
+            included.setdefault(evidence.request_id, []).append(evidence)
 
     # ---- observations, in request-id order, grouped by query
     groups: dict[str, _Group] = {}
@@ -514,8 +491,8 @@ def _observe(
         receipt_checksums={
             rid: snapshot.receipts[rid][0] for rid in sorted(snapshot.receipts, key=uuid_text_order)
         },
-        record_checksums={j.feedback_id: j.record_checksum for j in snapshot.judgments},
-        feedback_ids=tuple(j.feedback_id for j in snapshot.judgments),
+        record_checksums={j.evidence.feedback_id: j.record_checksum for j in snapshot.judgments},
+        feedback_ids=tuple(j.evidence.feedback_id for j in snapshot.judgments),
         exclusions=exclusions,
         groups=[groups[g] for g in sorted(groups)],
     )

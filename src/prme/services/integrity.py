@@ -306,7 +306,9 @@ def _check_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Led
         return
     record_op, record = judged
     evidence = found.verify(
-        "evidence", op.op_id, lambda: parse_evidence(op, record_op, verify_canonical=True)
+        "evidence",
+        op.op_id,
+        lambda: parse_evidence(op, op.user_id, str(record_op.target_id), verify_canonical=True),
     )
     if evidence is None or (record.user_id, str(record.request_id)) not in ledger.receipts:
         return  # the judgment's own binding check reports a missing or broken receipt
@@ -317,7 +319,9 @@ def _check_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Led
     )
     if receipt is None:
         return
-    fresh = JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels)
+    fresh = JudgmentEvidence.from_receipt(
+        receipt, record.feedback_id, record.labels, record.surface
+    )
     if canonical_json(fresh) != op.payload:
         found.add("evidence", op.op_id, f"evidence differs from receipt {record.request_id}")
 

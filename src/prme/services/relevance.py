@@ -13,22 +13,19 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import ValidationError
 
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError, NotFoundError
 from prme.learning.gate1 import Judgment
-from prme.models.base import NonBlankStr, Sha256Hex
-from prme.models.evidence import CanonicalUUID, JudgmentEvidence
+from prme.models.evidence import JudgmentEvidence
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import (
-    MAX_LABELS,
     RelevanceRecord,
     RelevanceSubmission,
-    RelevanceSurface,
 )
 from prme.services.receipts import RECEIPT_OP, get_receipt
 from prme.storage.base import OpRecord
@@ -128,7 +125,9 @@ def record_relevance(
         receipt_checksum=receipt.checksum,
     )
     op_id = relevance_op_id(owner, parsed.feedback_id)
-    evidence = JudgmentEvidence.from_receipt(receipt, parsed.feedback_id, parsed.labels)
+    evidence = JudgmentEvidence.from_receipt(
+        receipt, parsed.feedback_id, parsed.labels, parsed.surface
+    )
 
     def append(op_id: str, op_type: str, payload: str) -> bool:
         return engine.store.append_op(
@@ -177,15 +176,12 @@ def iter_relevance(
 
 
 def parse_evidence(
-    op: OpRecord, record_op: OpRecord, *, verify_canonical: bool = False
+    op: OpRecord, user_id: str, feedback_id: str, *, verify_canonical: bool = False
 ) -> JudgmentEvidence:
-    """The stored evidence of the judgment in ``record_op``, checked against its operation
-    (``verify_canonical`` also re-encodes it and compares bytes, as ``prme pack check`` does)."""
-    if (
-        op.op_type != EVIDENCE_OP
-        or op.op_id != evidence_op_id(record_op.op_id)
-        or (op.user_id, op.target_id) != (record_op.user_id, record_op.target_id)
-    ):
+    """The stored evidence of the owner's judgment ``feedback_id``, checked against its
+    operation (``verify_canonical`` also re-encodes it and compares bytes, as ``prme pack
+    check`` does, which also checks the operation id)."""
+    if (op.op_type, op.user_id, op.target_id) != (EVIDENCE_OP, user_id, feedback_id):
         raise IntegrityError(f"Relevance evidence identity mismatch ({op.op_id})")
     try:
         evidence = JudgmentEvidence.model_validate_json(op.payload)
@@ -193,95 +189,67 @@ def parse_evidence(
         raise IntegrityError(
             f"Relevance evidence {op.op_id} is invalid ({exc.errors()[0]['msg']})"
         ) from None
+    if evidence.user_id != user_id or str(evidence.feedback_id) != feedback_id:
+        raise IntegrityError(f"Relevance evidence identity mismatch ({op.op_id})")
     if verify_canonical and canonical_json(evidence) != op.payload:
         raise IntegrityError(f"Relevance evidence {op.op_id} is not canonical")
     return evidence
 
 
-class _JudgedColumns(BaseModel):
-    """What gate 1 reads of a stored judgment: the bulk reader's schema. It skips the fields
-    gate 1 never reads and keeps node ids as text; ``get_relevance``, ``list_relevance`` and
-    ``prme pack check`` validate whole records."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    schema_version: Literal[1]
-    feedback_id: uuid.UUID
-    request_id: uuid.UUID
-    user_id: NonBlankStr
-    surface: RelevanceSurface
-    receipt_checksum: Sha256Hex
-    labels: dict[CanonicalUUID, StrictBool] = Field(min_length=1, max_length=MAX_LABELS)
-
-
-def _judged_columns(op: OpRecord, user_id: str) -> _JudgedColumns:
-    try:
-        columns = _JudgedColumns.model_validate_json(op.payload)
-    except ValidationError as exc:
-        raise IntegrityError(
-            f"Relevance record checksum mismatch ({exc.errors()[0]['msg']})"
-        ) from None
-    if columns.user_id != user_id or str(columns.feedback_id) != op.target_id:
-        raise IntegrityError("Relevance record owner or identity mismatch")
-    return columns
-
-
-def _evidence_from_receipt(engine: Engine, judged: _JudgedColumns) -> JudgmentEvidence:
-    """Evidence cut from the judged receipt (judgments recorded before evidence was stored)."""
-    receipt = get_receipt(engine, judged.request_id, user_id=judged.user_id, verify_canonical=False)
+def cut_evidence(engine: Engine, record: RelevanceRecord) -> JudgmentEvidence:
+    """A judgment's evidence cut from its stored receipt (judgments recorded before evidence
+    was stored, and ``prme pack check``)."""
+    receipt = get_receipt(engine, record.request_id, user_id=record.user_id, verify_canonical=False)
     if receipt is None:
-        raise IntegrityError(f"{MISSING_RECEIPT} ({judged.request_id})")
-    return JudgmentEvidence.from_receipt(receipt, judged.feedback_id, judged.labels)
+        raise IntegrityError(f"{MISSING_RECEIPT} ({record.request_id})")
+    return JudgmentEvidence.from_receipt(receipt, record.feedback_id, record.labels, record.surface)
 
 
 def read_judgments(engine: Engine, user_id: str, *, limit: int) -> list[Judgment]:
     """Up to ``limit`` of the owner's judgments with their evidence, by ``str(feedback_id)``.
 
-    Two range reads of the operations log (whose SHA-256 per row the store verifies) and one
-    lookup of the judged receipts' stored checksums: every judged receipt must still be stored
-    under the checksum its judgment names (receipts themselves are not parsed; ``prme pack
-    check`` replays them). A judgment without stored evidence (recorded by an earlier prme)
-    gets it cut from its receipt, which is read and parsed for that alone.
+    The judgments' stored checksums and the judged receipts' come from an index; the evidence
+    from one range read (the store verifies each row's SHA-256). Judgment payloads and receipts
+    are not parsed: the evidence, written with its judgment from the same submission, carries
+    what gate 1 reads, every judged receipt must still be stored under the checksum its
+    judgment binds, and ``prme pack check`` re-derives the evidence. A judgment without stored
+    evidence (recorded by an earlier prme) is read, and its evidence cut from its receipt.
     """
     store = engine.store
-    records = store.iter_ops(RELEVANCE_OP, user_id, limit=limit, order_by_target=True)
+    records = store.op_checksums(RELEVANCE_OP, user_id, limit=limit)  # {feedback id: checksum}
     stored = {
         op.target_id: op
         for op in store.iter_ops(EVIDENCE_OP, user_id, limit=limit, order_by_target=True)
     }
     judgments = []
-    for op in records:
-        judged = _judged_columns(op, user_id)
-        evidence_op = stored.get(op.target_id)
+    for feedback_id, record_checksum in records.items():
+        evidence_op = stored.get(feedback_id)
         evidence = (
-            _evidence_from_receipt(engine, judged)
+            _legacy_evidence(engine, user_id, feedback_id)
             if evidence_op is None
-            else parse_evidence(evidence_op, op)
+            else parse_evidence(evidence_op, user_id, feedback_id)
         )
-        judgments.append(
-            Judgment(
-                judged.feedback_id,
-                judged.request_id,
-                judged.user_id,
-                judged.surface,
-                judged.receipt_checksum,
-                judged.labels,
-                op.checksum,  # = SHA-256 of the record's canonical JSON (verified on read)
-                evidence,
-            )
-        )
+        # record_checksum = SHA-256 of the record's canonical JSON, what reports bind
+        judgments.append(Judgment(evidence, record_checksum))
     _check_receipts(engine, user_id, judgments)
     return judgments
 
 
+def _legacy_evidence(engine: Engine, user_id: str, feedback_id: str) -> JudgmentEvidence:
+    op = engine.store.get_op(relevance_op_id(user_id, uuid.UUID(feedback_id)))
+    if op is None:
+        raise IntegrityError(f"relevance record {feedback_id} vanished")
+    return cut_evidence(engine, parse_record(op, user_id))
+
+
 def _check_receipts(engine: Engine, user_id: str, judgments: list[Judgment]) -> None:
-    request_ids = [str(j.request_id) for j in judgments]
+    request_ids = [str(j.evidence.request_id) for j in judgments]
     stored = engine.store.op_checksums(RECEIPT_OP, user_id, sorted(set(request_ids)))
     for request_id, judgment in zip(request_ids, judgments, strict=True):
         digest = stored.get(request_id)
         if digest is None:
             raise IntegrityError(f"{MISSING_RECEIPT} ({request_id})")
-        if digest != judgment.receipt_checksum:
+        if digest != judgment.evidence.receipt_checksum:
             raise IntegrityError(f"Relevance receipt checksum mismatch (request {request_id})")
 
 

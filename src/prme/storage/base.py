@@ -102,9 +102,17 @@ class Store(Protocol):
         self, op_type: str, user_id: str, target_id: str | None = None
     ) -> list[OpRecord]: ...
 
-    def op_checksums(self, op_type: str, user_id: str, target_ids: Sequence[str]) -> dict[str, str]:
-        """``{target_id: checksum}`` of the owner's operations of this type among ``target_ids``
-        (the stored SHA-256 of each payload; payloads are not read)."""
+    def op_checksums(
+        self,
+        op_type: str,
+        user_id: str,
+        target_ids: Sequence[str] | None = None,
+        *,
+        limit: int | None = None,
+    ) -> dict[str, str]:
+        """``{target_id: checksum}`` of the owner's operations of this type (those among
+        ``target_ids`` when given), ordered by target id: the stored SHA-256 of each payload,
+        read from an index without the payloads."""
         ...
 
     def iter_ops(

@@ -741,12 +741,24 @@ class PostgresStore:
         sql, params = select_ops("%s", op_type, user_id, target_id=target_id, by_seq=True)
         return [_verified(r) for r in self._fetchall(sql, params)]
 
-    def op_checksums(self, op_type: str, user_id: str, target_ids: Sequence[str]) -> dict[str, str]:
-        rows = self._fetchall(
-            "SELECT target_id, checksum FROM oplog WHERE op_type = %s AND user_id = %s"
-            " AND target_id = ANY(%s)",
-            [op_type, user_id, list(target_ids)],
-        )
+    def op_checksums(
+        self,
+        op_type: str,
+        user_id: str,
+        target_ids: Sequence[str] | None = None,
+        *,
+        limit: int | None = None,
+    ) -> dict[str, str]:
+        sql = "SELECT target_id, checksum FROM oplog WHERE op_type = %s AND user_id = %s"
+        params: list[Any] = [op_type, user_id]
+        if target_ids is not None:
+            sql += " AND target_id = ANY(%s)"
+            params.append(list(target_ids))
+        sql += " ORDER BY target_id, seq"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        rows = self._fetchall(sql, params)
         return {str(target): str(digest) for target, digest in rows}
 
     def iter_ops(

@@ -653,12 +653,24 @@ class SQLiteStore:
         sql, params = select_ops("?", op_type, user_id, target_id=target_id, by_seq=True)
         return [self._op(r) for r in self.conn.execute(sql, params).fetchall()]
 
-    def op_checksums(self, op_type: str, user_id: str, target_ids: Sequence[str]) -> dict[str, str]:
-        rows = self.conn.execute(
-            "SELECT target_id, checksum FROM oplog WHERE op_type = ? AND user_id = ?"
-            " AND target_id IN (SELECT value FROM json_each(?))",
-            (op_type, user_id, json.dumps(list(target_ids))),
-        ).fetchall()
+    def op_checksums(
+        self,
+        op_type: str,
+        user_id: str,
+        target_ids: Sequence[str] | None = None,
+        *,
+        limit: int | None = None,
+    ) -> dict[str, str]:
+        sql = "SELECT target_id, checksum FROM oplog WHERE op_type = ? AND user_id = ?"
+        params: list[Any] = [op_type, user_id]
+        if target_ids is not None:
+            sql += " AND target_id IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(list(target_ids)))
+        sql += " ORDER BY target_id, seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = self.conn.execute(sql, params).fetchall()
         return {str(target): str(digest) for target, digest in rows}
 
     def iter_ops(
