@@ -43,3 +43,26 @@ def select_ops(
         sql += f" LIMIT {mark}"
         params.append(limit)
     return sql, params
+
+
+def select_op_checksums(
+    mark: str,
+    op_type: str,
+    user_id: str,
+    *,
+    targets: tuple[str, Any] | None = None,
+    limit: int | None = None,
+) -> tuple[str, list[Any]]:
+    """SQL and parameters for ``(target_id, checksum)`` of an owner's operations by target id;
+    ``targets`` is the backend's ``(membership clause, parameter)`` restricting the targets."""
+    sql = f"SELECT target_id, checksum FROM oplog WHERE op_type = {mark} AND user_id = {mark}"
+    params: list[Any] = [op_type, user_id]
+    if targets is not None:
+        clause, value = targets
+        sql += f" AND target_id {clause}"
+        params.append(value)
+    sql += " ORDER BY target_id, seq"
+    if limit is not None:
+        sql += f" LIMIT {mark}"
+        params.append(limit)
+    return sql, params

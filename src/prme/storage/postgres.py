@@ -71,7 +71,7 @@ from prme.storage.migrations import (
     upgrade_connection,
     vector_schema,
 )
-from prme.storage.oplog_sql import OP_COLUMNS, select_ops
+from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
 from prme.storage.rows import node_values
 from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
 
@@ -749,17 +749,9 @@ class PostgresStore:
         *,
         limit: int | None = None,
     ) -> dict[str, str]:
-        sql = "SELECT target_id, checksum FROM oplog WHERE op_type = %s AND user_id = %s"
-        params: list[Any] = [op_type, user_id]
-        if target_ids is not None:
-            sql += " AND target_id = ANY(%s)"
-            params.append(list(target_ids))
-        sql += " ORDER BY target_id, seq"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
-        rows = self._fetchall(sql, params)
-        return {str(target): str(digest) for target, digest in rows}
+        targets = None if target_ids is None else ("= ANY(%s)", list(target_ids))
+        sql, params = select_op_checksums("%s", op_type, user_id, targets=targets, limit=limit)
+        return {str(t): str(d) for t, d in self._fetchall(sql, params)}
 
     def iter_ops(
         self,

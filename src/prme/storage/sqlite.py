@@ -45,7 +45,7 @@ from prme.retrieval.owner_index import (
     code,
 )
 from prme.storage.base import OpRecord
-from prme.storage.oplog_sql import OP_COLUMNS, select_ops
+from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
 from prme.storage.rows import node_values
 from prme.storage.timeutil import from_us, opt_from_us
 
@@ -661,17 +661,11 @@ class SQLiteStore:
         *,
         limit: int | None = None,
     ) -> dict[str, str]:
-        sql = "SELECT target_id, checksum FROM oplog WHERE op_type = ? AND user_id = ?"
-        params: list[Any] = [op_type, user_id]
+        targets = None
         if target_ids is not None:
-            sql += " AND target_id IN (SELECT value FROM json_each(?))"
-            params.append(json.dumps(list(target_ids)))
-        sql += " ORDER BY target_id, seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        rows = self.conn.execute(sql, params).fetchall()
-        return {str(target): str(digest) for target, digest in rows}
+            targets = ("IN (SELECT value FROM json_each(?))", json.dumps(list(target_ids)))
+        sql, params = select_op_checksums("?", op_type, user_id, targets=targets, limit=limit)
+        return {str(t): str(d) for t, d in self.conn.execute(sql, params).fetchall()}
 
     def iter_ops(
         self,
