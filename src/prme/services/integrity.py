@@ -35,7 +35,6 @@ from pydantic import BaseModel, model_validator
 from prme.canonical import canonical_json, sha256_hex
 from prme.engine import Engine
 from prme.models.base import Frozen
-from prme.models.evidence import JudgmentEvidence
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.profiles import RankingProfile, RankingProfileState
@@ -44,8 +43,14 @@ from prme.models.scope import ScopeKey
 from prme.services import profiles, reports
 from prme.services.holdout import REPORT_OP as HOLDOUT_REPORT_OP
 from prme.services.learning import LEARNING_REPORT_OP
-from prme.services.receipts import RECEIPT_OP, get_receipt, parse_receipt
-from prme.services.relevance import EVIDENCE_OP, RELEVANCE_OP, parse_evidence, parse_record
+from prme.services.receipts import RECEIPT_OP, parse_receipt
+from prme.services.relevance import (
+    EVIDENCE_OP,
+    RELEVANCE_OP,
+    cut_evidence,
+    parse_evidence,
+    parse_record,
+)
 from prme.storage.base import OpRecord
 from prme.storage.sqlite import SQLiteStore
 
@@ -312,17 +317,9 @@ def _check_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Led
     )
     if evidence is None or (record.user_id, str(record.request_id)) not in ledger.receipts:
         return  # the judgment's own binding check reports a missing or broken receipt
-    receipt = found.verify(
-        "evidence",
-        op.op_id,
-        lambda: get_receipt(engine, record.request_id, user_id=record.user_id),
-    )
-    if receipt is None:
-        return
-    fresh = JudgmentEvidence.from_receipt(
-        receipt, record.feedback_id, record.labels, record.surface
-    )
-    if canonical_json(fresh) != op.payload:
+    # The receipt itself was verified (canonical, replays) when the log was read.
+    fresh = found.verify("evidence", op.op_id, lambda: cut_evidence(engine, record))
+    if fresh is not None and canonical_json(fresh) != op.payload:
         found.add("evidence", op.op_id, f"evidence differs from receipt {record.request_id}")
 
 
