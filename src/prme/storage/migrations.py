@@ -94,6 +94,14 @@ def vector_schema(conn: Conn) -> str | None:
     return None if row is None else str(row[0])
 
 
+def extension_schema(conn: Conn, pack: str) -> str:
+    """Where to create pgvector: ``public`` when it exists (the extension is database-wide and
+    other packs share it), else the pack's own schema. Never the session's current schema: a
+    URL's ``search_path`` may name a schema that does not exist yet (SQLSTATE 3F000)."""
+    row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'public'").fetchone()
+    return "public" if row is not None else pack
+
+
 def _v1(conn: Conn, s: str, v: str) -> None:
     """The initial schema: the same tables as the SQLite pack, plus BM25 statistics."""
     statements = [
@@ -258,11 +266,14 @@ def upgrade_connection(conn: Conn, schema: str) -> list[int]:
         todo = [m for m in MIGRATIONS if m.version not in done]
         if not todo:
             return []
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
         v = vector_schema(conn)
         if v is None:
             try:
                 with conn.transaction():
-                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    conn.execute(
+                        f"CREATE EXTENSION IF NOT EXISTS vector SCHEMA {extension_schema(conn, s)}"
+                    )
             except psycopg.Error as exc:
                 raise InvalidInputError(
                     "storage.postgres_url",
@@ -270,7 +281,6 @@ def upgrade_connection(conn: Conn, schema: str) -> list[int]:
                     f"({exc.sqlstate}); run CREATE EXTENSION vector as a superuser",
                 ) from None
             v = vector_schema(conn) or "public"
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
         conn.execute(
             f"""CREATE TABLE IF NOT EXISTS {s}.schema_migrations (
                 version integer PRIMARY KEY,
