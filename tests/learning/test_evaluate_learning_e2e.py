@@ -101,12 +101,21 @@ def test_a_feature_that_predicts_relevance_is_learned(workload_pack: Path) -> No
         assert canonical_json(again) == canonical_json(report)
 
 
-def test_reversed_validation_labels_give_no_improvement(workload_pack: Path) -> None:
-    with open_pack(workload_pack) as client:
-        control = client.evaluate_learning(user_id="carol", scopes=[Scope.PROJECT])
-        original = client.evaluate_learning(user_id="alice", scopes=[Scope.PROJECT])
+def test_reversed_validation_labels_give_no_improvement(tmp_path: Path) -> None:
+    # Each owner in a pack of its own, written from the same clock start: every feature the
+    # fit reads (lexical statistics, recency) is then identical, and only the validation
+    # labels differ. (In one shared pack the second owner is stored later and, while lexical
+    # statistics are table-wide, sees the first owner's documents: a different fit.)
+    by_owner = {}
+    for owner, reverse in (("alice", False), ("carol", True)):
+        with open_pack(tmp_path / owner) as client:
+            confidence_workload(client, owner, reverse_validation=reverse)
+            by_owner[owner] = client.evaluate_learning(user_id=owner, scopes=[Scope.PROJECT])
+    original, control = by_owner["alice"], by_owner["carol"]
     # Same training judgments → same fit; the reversed validation groups get worse.
     assert control.multipliers == original.multipliers
+    assert control.training_loss_after == original.training_loss_after
+    assert original.decision == "improved_on_observed_candidates"
     assert control.decision == "no_improvement"
     assert control.validation_ndcg_gain is not None and control.validation_ndcg_gain < 0
 

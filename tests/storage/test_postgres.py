@@ -1,7 +1,8 @@
 """The PostgreSQL pack: same contract as SQLite, advisory-lock CAS, migrations, clean failures.
 
 Tests marked ``both`` run on SQLite and PostgreSQL in every run (the CI subset); the rest need
-the PostgreSQL server (``postgres_url``) and are skipped when none can be started.
+the PostgreSQL server (``postgres_url``), which tests/conftest.py starts in a new data directory
+per run (a server that cannot start fails them).
 """
 
 from __future__ import annotations
@@ -251,6 +252,42 @@ def test_migrations_are_versioned_and_idempotent(
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
         migrations.upgrade(postgres_url, schema="Robert'); DROP TABLE x;--")
+
+
+@pytest.fixture
+def new_database(postgres_url: str) -> Iterator[str]:
+    """A brand-new database on the test server: no pgvector, no schemas but ``public``."""
+    name = f"fresh_{uuid.uuid4().hex[:12]}"
+    with admin(postgres_url) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield make_conninfo(postgres_url, dbname=name)
+    with admin(postgres_url) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.mark.parametrize("search_path", [None, "team_a"])
+def test_upgrade_on_a_brand_new_database(new_database: str, search_path: str | None) -> None:
+    # Regression: with the pack schema first in search_path, CREATE EXTENSION vector ran
+    # before that schema existed and failed with 3F000 on every database that had no pgvector.
+    url = new_database
+    if search_path is not None:
+        url = make_conninfo(url, options=f"-csearch_path={search_path}")
+    schema = search_path or migrations.DEFAULT_SCHEMA
+    assert migrations.upgrade(url) == [m.version for m in migrations.MIGRATIONS]
+    with admin(new_database) as conn:
+        found = conn.execute(
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'vector'"
+        ).fetchone()
+        tables = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
+        ).fetchone()
+    assert found == ("public",)
+    assert tables is not None and tables[0] > 0
+    with MemoryClient(postgres_url=url, config=make_config(), clock=FakeClock()) as client:
+        stored = client.store(FACTS[0], user_id="alice", scope=Scope.PROJECT)
+        response = client.retrieve("Where does Aster store data?", user_id="alice")
+    assert [str(r.node.id) for r in response.results] == [stored]
 
 
 def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[str], str]) -> None:
