@@ -114,7 +114,8 @@ def test_reversed_validation_labels_give_no_improvement(tmp_path: Path) -> None:
     original, control = by_owner["alice"], by_owner["carol"]
     # Same training judgments → same fit; the reversed validation groups get worse.
     assert control.multipliers == original.multipliers
-    assert control.training_loss_after == original.training_loss_after
+    # Equal up to summation order, which follows the owners' (random) memory ids.
+    assert control.training_loss_after == pytest.approx(original.training_loss_after, rel=1e-12)
     assert original.decision == "improved_on_observed_candidates"
     assert control.decision == "no_improvement"
     assert control.validation_ndcg_gain is not None and control.validation_ndcg_gain < 0
