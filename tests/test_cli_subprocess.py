@@ -8,8 +8,10 @@ gates pass on real evidence. Several commands share one test to amortize interpr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
 import subprocess
 import sys
 import uuid
@@ -98,6 +100,38 @@ def test_store_retrieve_receipt_and_judge(tmp_path: Path) -> None:
     bad = fails("judge", "--request-id", request_id, "--label", f"{first}=maybe", *pack)
     assert "expected NODE=true or NODE=false" in bad
 
+    # One judged request is far too few: the table (not only --json) says how many more.
+    table = ok("learn", "evaluate", *PROJECT, *pack)
+    assert "insufficient_data" in table and "missing groups" in table
+    assert "training_queries" in table.split("missing groups", 1)[1]
+
+
+def test_progress_needs_only_stderr_to_be_a_terminal(tmp_path: Path) -> None:
+    # Regression: progress was shown only when stdout was a terminal too, so
+    # `prme store --jsonl big.jsonl > ids.txt` stayed silent.
+    lines = "".join(json.dumps(f"memory number {i}") + "\n" for i in range(50))
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "prme", "store", "--jsonl", "-", "--path", tmp_path / "p"],
+            env={**ENV, "PRME_USER_ID": "alice"},
+            input=lines.encode(),
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(follower)
+    shown = b""
+    with contextlib.suppress(OSError):  # EIO once the terminal's other end is closed
+        while chunk := os.read(leader, 4096):
+            shown += chunk
+    os.close(leader)
+    assert done.returncode == 0
+    assert len(done.stdout.decode().split()) == 50  # the ids, and nothing else, on stdout
+    assert b"storing" in shown
+
 
 def test_learning_profiles_and_pack_commands(gold: Golden, tmp_path: Path) -> None:
     live = fresh_pack(gold.memories, tmp_path / "live")
@@ -164,16 +198,26 @@ def test_learning_profiles_and_pack_commands(gold: Golden, tmp_path: Path) -> No
     shown = ok_json("profiles", "show", profile_id, *pack)
     assert (shown["profile"]["profile_id"], shown["active"]) == (profile_id, False)
     assert fails("profiles", "show", "not-a-uuid", *pack).startswith("error: profile_id")
+    # A unique prefix of 8+ hex digits names a profile (the demo prints 8); a shared one is an
+    # error listing the matches.
+    assert ok_json("profiles", "show", profile_id[:8], *pack)["profile"]["profile_id"] == profile_id
+    twin = profile_id[:9] + ("0" if profile_id[9] != "0" else "1") + profile_id[10:]
+    ok_json("learn", "create", *reports, "--profile-id", twin, *pack)
+    ambiguous = fails("profiles", "show", profile_id[:8], *pack)
+    assert "matches 2 profiles" in ambiguous and twin in ambiguous and profile_id in ambiguous
+    assert ok_json("profiles", "show", profile_id[:11], *pack)["profile"]["profile_id"] == profile_id
+    absent = ("0" if profile_id[0] != "0" else "1") + profile_id[1:8]
+    assert "not found" in fails("profiles", "show", absent, *pack)
     assert ok_json("profiles", "active", *PROJECT, *pack) is None
     assert "base scoring" in ok("profiles", "active", *PROJECT, *pack)
     assert "'galaxy'" in usage_error("profiles", "active", "--scope", "galaxy", *pack)
 
     # activate → applied on retrieval → deactivate → rollback.
     missing = str(uuid.uuid4())
-    state = ok_json("profiles", "activate", profile_id, *pack)
+    state = ok_json("profiles", "activate", profile_id[:11], *pack)
     assert (state["action"], state["active_profile_id"]) == ("activate", profile_id)
     assert "not found" in fails("profiles", "activate", missing, *pack)
-    assert ok_json("profiles", "active", *PROJECT, *pack)["profile_id"] == profile_id
+    assert ok_json("profiles", "active", "--scope", "PROJECT", *pack)["profile_id"] == profile_id
     query = gold.holdout_queries()[0][1]
     applied = ok_json("retrieve", query, *PROJECT, *pack)["metadata"]
     assert (applied["ranking_profile_status"], applied["ranking_profile_id"]) == (
@@ -219,3 +263,10 @@ def test_pack_export_import_round_trip(tmp_path: Path) -> None:
     assert ok("pack", "digest", "--path", target).strip() == digest
     assert ok_json("pack", "check", "--path", target, "--json")["ok"] is True
     assert fails("pack", "import", "--path", target, dump)  # a pack that is not empty
+    # `-` is stdout / stdin (the export's summary goes to stderr, not into the data).
+    piped = prme("pack", "export", "--path", source, "-")
+    assert piped.returncode == 0 and json.loads(piped.stderr)["counts"]["memory"] == 1
+    assert piped.stdout == dump.read_text("utf-8")
+    assert not (Path.cwd() / "-").exists()
+    ok("pack", "import", "--path", tmp_path / "from-stdin", "-", input=piped.stdout)
+    assert ok("pack", "digest", "--path", tmp_path / "from-stdin").strip() == digest

@@ -159,7 +159,7 @@ def test_frozen_fresh_pack_refuses_first_store(make_client: ClientFactory) -> No
     with pytest.raises(FrozenPackError):
         frozen.store("first", user_id="alice")
     assert frozen.engine.store.embedder_identity() is None
-    assert frozen.retrieve("anything", user_id="alice").results == ()
+    assert frozen.retrieve("anything", user_id="alice").results == []
 
 
 def test_pack_digest_tracks_content(make_client: ClientFactory, tmp_path: Path) -> None:

@@ -279,9 +279,9 @@ def test_owner_isolation(seeded: MemoryClient) -> None:
     bob = seeded.retrieve("Aster PostgreSQL", user_id="bob", limit=50)
     assert contents(bob) == ["Bob's Aster notes mention PostgreSQL"]
     assert all(r.node.user_id == "bob" for r in bob.results)
-    assert bob.cross_scope_hints == ()
+    assert bob.cross_scope_hints == []
     scoped = seeded.retrieve("Aster PostgreSQL", user_id="bob", scope="project")
-    assert scoped.results == ()
+    assert scoped.results == []
     # hints come from bob's own other scopes only
     bob_ids = {r.node.id for r in bob.results}
     assert {h.node_id for h in scoped.cross_scope_hints} == bob_ids
@@ -291,7 +291,7 @@ def test_owner_isolation(seeded: MemoryClient) -> None:
     assert seeded.get_retrieval_receipt(request, user_id="bob") is None
     assert seeded.get_retrieval_receipt(request, user_id="alice") is not None
     carol = seeded.retrieve("Aster PostgreSQL", user_id="carol")
-    assert carol.results == () and carol.metadata.receipt_persisted
+    assert carol.results == [] and carol.metadata.receipt_persisted
 
 
 # ------------------------------------------------------------ DEFAULT vs EXPLICIT
@@ -398,7 +398,7 @@ def test_event_time_filters(client: MemoryClient) -> None:
 # ------------------------------------------------------------------- selection
 def test_limit(seeded: MemoryClient) -> None:
     zero = seeded.retrieve("Aster PostgreSQL", user_id="alice", limit=0)
-    assert zero.results == ()
+    assert zero.results == []
     assert zero.bundle.rendered_context == "" and zero.bundle.included_count == 0
     assert zero.metadata.result_limit == 0 and zero.metadata.receipt_persisted
     receipt = seeded.get_retrieval_receipt(zero.metadata.request_id, user_id="alice")
@@ -486,9 +486,9 @@ def test_cross_scope_hints_are_not_results_or_receipt(seeded: MemoryClient) -> N
     off = seeded.retrieve(
         "Aster PostgreSQL", user_id="alice", scope="project", include_cross_scope=False
     )
-    assert off.cross_scope_hints == ()
+    assert off.cross_scope_hints == []
     unfiltered = seeded.retrieve("Aster PostgreSQL", user_id="alice")
-    assert unfiltered.cross_scope_hints == ()
+    assert unfiltered.cross_scope_hints == []
 
 
 # --------------------------------------------------------- receipt persistence
@@ -533,3 +533,14 @@ def test_pinned_memories_are_candidates(client: MemoryClient) -> None:
     response = client.retrieve("zebra xylophone", user_id="alice")
     paths = {str(r.node.id): r.paths for r in response.results}
     assert "PINNED" in paths[pinned] and "PINNED" in paths[task]
+
+
+def test_results_are_lists_owned_by_each_response(client: MemoryClient) -> None:
+    # Regression: results were a tuple, so `response.results == []` was False when empty.
+    assert client.retrieve("anything", user_id="alice").results == []
+    client.store("Aster keeps its database in PostgreSQL", user_id="alice")
+    first = client.retrieve("Aster database", user_id="alice")
+    assert isinstance(first.results, list) and isinstance(first.cross_scope_hints, list)
+    first.results.clear()
+    again = client.get_retrieval_receipt(first.metadata.request_id, user_id="alice")
+    assert again is not None and len(again.candidates) == 1

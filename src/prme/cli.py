@@ -12,8 +12,10 @@ import contextlib
 import dataclasses
 import functools
 import json
+import re
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,7 +37,7 @@ from prme.models.scoring import ADDITIVE_FEATURES, RankingMultipliers
 from prme.report_html import render_report
 
 F = TypeVar("F", bound=Callable[..., Any])
-SCOPES = click.Choice([s.value for s in Scope])
+SCOPES = click.Choice([s.value for s in Scope], case_sensitive=False)
 SURFACES = click.Choice(["results", "context"])
 
 
@@ -216,7 +218,8 @@ def _scopes_text(scopes: Sequence[Scope] | None) -> str:
 
 
 def _interactive() -> bool:
-    return sys.stdout.isatty() and sys.stderr.isatty()
+    # Progress goes to stderr, so only stderr need be a terminal (`prme … > out.json` still shows it).
+    return sys.stderr.isatty()
 
 
 def progress_factory() -> ProgressFactory:
@@ -224,6 +227,35 @@ def progress_factory() -> ProgressFactory:
     if not _interactive():
         return silent_progress
     return lambda label, length: click.progressbar(length=length, label=label, file=sys.stderr)
+
+
+_PROFILE_PREFIX = re.compile(r"^[0-9a-f]{8,32}$")
+
+
+def _profile_id(memory: MemoryClient, user_id: str, given: str) -> str:
+    """A full profile UUID, or the one profile of the owner whose id starts with ``given`` (at
+    least 8 hex digits, as the demo and tables print them); several matches are an error."""
+    text = given.strip().lower()
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        pass
+    if not _PROFILE_PREFIX.match(text.replace("-", "")):
+        raise CLIError(f"profile_id: {given!r} is neither a UUID nor a prefix of 8+ hex digits")
+    prefix = text.replace("-", "")
+    matches: list[str] = []
+    after: str | None = None
+    while True:
+        page = memory.list_ranking_profiles(user_id=user_id, limit=1000, after_id=after)
+        matches += [str(p.profile_id) for p in page if p.profile_id.hex.startswith(prefix)]
+        if len(page) < 1000:
+            break
+        after = str(page[-1].profile_id)
+    if not matches:
+        raise NotFoundError("Ranking profile", given)
+    if len(matches) > 1:
+        raise CLIError(f"profile_id: {given!r} matches {len(matches)} profiles: {', '.join(matches)}")
+    return matches[0]
 
 
 @contextlib.contextmanager
@@ -279,7 +311,12 @@ def serve(path: Path, host: str, port: int, log_level: str, postgres_url: str | 
 @main.command()
 @path_option()
 @click.option("--user-id", envvar="PRME_USER_ID", help="Bind every call to this owner.")
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", help="MCP.")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    help="MCP transport: stdio (one client, owner fixed) or streamable HTTP.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP listen address.")
 @click.option("--port", default=8765, show_default=True, help="HTTP port (0: any free one).")
 @click.pass_context
@@ -294,7 +331,12 @@ def mcp(ctx: click.Context, /, path: Path, user_id: str | None, **listen: Any) -
 @main.command()
 @path_option("demo-pack")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), help="HTML report.")
-@click.option("--embedder", type=click.Choice(provider_names()), default="minilm", help="Model.")
+@click.option(
+    "--embedder",
+    type=click.Choice(provider_names()),
+    default="minilm",
+    help="Embedding model: minilm (all-MiniLM-L6-v2, offline) or hash (no weights, fast).",
+)
 @click.option("--seed", default=0, show_default=True, help="Workload seed.")
 @user_option(DEMO_USER)
 @json_option
@@ -474,6 +516,7 @@ def _show_proposal(p: LearningEvaluation) -> None:
             ("p-value", p.randomization_p_value),
             ("win/tie/loss", p.win_tie_loss),
             ("multipliers", _multipliers(p.multipliers)),
+            *([("missing groups", p.missing_groups)] if p.missing_groups else []),
         ]
     )
 
@@ -514,6 +557,7 @@ def _show_holdout(h: FullRetrievalEvaluation) -> None:
             ("regression fraction", h.regression_fraction),
             ("win/tie/loss", h.win_tie_loss),
             ("pack digest", h.pack_digest),
+            *([("missing query groups", h.missing_query_groups)] if h.missing_query_groups else []),
         ]
     )
 
@@ -602,6 +646,7 @@ def learn_create(target: Target, proposal: IO[str], holdout: IO[str], **ids: Any
 def learn_report(profile_id: str, out: Path, path: Path, user_id: str) -> None:
     """Write the self-contained HTML report of a profile and its pointer history."""
     with MemoryClient(path) as memory:
+        profile_id = _profile_id(memory, user_id, profile_id)
         profile = memory.get_ranking_profile(profile_id, user_id=user_id)
         if profile is None:
             raise NotFoundError("Ranking profile", profile_id)
@@ -661,6 +706,7 @@ def profiles_list(target: Target, limit: int, after_id: str | None) -> None:
 def profiles_show(target: Target, profile_id: str) -> None:
     """Show a profile, whether it is active, and its pointer's latest change."""
     with target.open() as memory:
+        profile_id = _profile_id(memory, target.user_id, profile_id)
         status = memory.get_ranking_profile_status(profile_id, user_id=target.user_id)
     if status is None:
         raise NotFoundError("Ranking profile", profile_id)
@@ -708,7 +754,9 @@ def profiles_activate(target: Target, profile_id: str, change_id: str | None) ->
     """Activate a profile for its owner and exact scope set."""
     with target.open() as memory:
         state = memory.activate_ranking_profile(
-            profile_id, user_id=target.user_id, change_id=change_id
+            _profile_id(memory, target.user_id, profile_id),
+            user_id=target.user_id,
+            change_id=change_id,
         )
     target.show(state, lambda: _show_states([state]))
 
@@ -739,6 +787,8 @@ def profiles_rollback(
     if (profile_id is None) != to_base:
         raise CLIError("give either PROFILE_ID or --to-base")
     with target.open() as memory:
+        if profile_id is not None:
+            profile_id = _profile_id(memory, target.user_id, profile_id)
         state = memory.rollback_ranking_profile(
             profile_id, user_id=target.user_id, scopes=_scope_set(scopes), change_id=change_id
         )
@@ -779,24 +829,29 @@ def pack_check(target: Target) -> None:
 
 
 @pack.command("export")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @pack_command(user=False)
 def pack_export(target: Target, file: Path) -> None:
-    """Write the whole pack, secret included, to FILE (JSON Lines) for ``prme pack import``."""
+    """Write the whole pack, secret included, to FILE (JSON Lines) for ``prme pack import``;
+    ``-`` writes to stdout (the summary then goes to stderr)."""
+    to_stdout = str(file) == "-"
     with target.open() as memory, busy("exporting the pack"):
-        summary = memory.export_pack(file)
+        summary = memory.export_pack(sys.stdout if to_stdout else file)
     shown = dataclasses.asdict(summary)
+    if to_stdout:
+        click.echo(json.dumps(shown, ensure_ascii=False), err=True)
+        return
     target.show(shown, lambda: _pairs(list(shown.items())))
 
 
 @pack.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
 @pack_command(user=False)
 def pack_import(target: Target, file: Path) -> None:
-    """Load FILE (from ``prme pack export``) into an empty pack; PRME_STORAGE__POSTGRES_URL
-    selects PostgreSQL."""
+    """Load FILE (from ``prme pack export``; ``-`` reads stdin) into an empty pack;
+    PRME_STORAGE__POSTGRES_URL selects PostgreSQL."""
     with target.open() as memory, busy("importing the pack"):
-        summary = memory.import_pack(file)
+        summary = memory.import_pack(sys.stdin if str(file) == "-" else file)
     shown = dataclasses.asdict(summary)
     target.show(shown, lambda: _pairs(list(shown.items())))
 

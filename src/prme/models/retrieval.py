@@ -81,7 +81,9 @@ class CrossScopeHint(Frozen):
 
 
 class RetrievalResponse(Frozen):
-    results: tuple[RetrievalCandidate, ...]
+    # Lists, as the original system returns (``response.results == []`` for no result); each
+    # response owns its lists, so changing one changes nothing stored.
+    results: list[RetrievalCandidate]
     bundle: MemoryBundle
     metadata: RetrievalMetadata
-    cross_scope_hints: tuple[CrossScopeHint, ...] = ()
+    cross_scope_hints: list[CrossScopeHint] = Field(default_factory=list)
