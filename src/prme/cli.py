@@ -625,6 +625,7 @@ def _show_states(states: Sequence[RankingProfileState | None]) -> None:
             s.action,
             s.previous_profile_id or "base",
             s.active_profile_id or "base",
+            s.change_id,
         )
         for s in states
         if s is not None
@@ -632,7 +633,7 @@ def _show_states(states: Sequence[RankingProfileState | None]) -> None:
     if not rows:
         click.echo("no change: no profile was active")
         return
-    table(("changed at", "action", "previous", "active"), rows)
+    table(("changed at", "action", "previous", "active", "change id"), rows)
 
 
 @profiles.command("list")
@@ -690,12 +691,18 @@ def profiles_active(target: Target, scopes: Sequence[str]) -> None:
 @profiles.command("history")
 @scopes_option
 @click.option("--limit", default=100, show_default=True, help="Most recent transitions (1–1000).")
+@click.option("--after-change-id", help="Last change id of the previous page (older ones next).")
 @pack_command()
-def profiles_history(target: Target, scopes: Sequence[str], limit: int) -> None:
+def profiles_history(
+    target: Target, scopes: Sequence[str], limit: int, after_change_id: str | None
+) -> None:
     """List the pointer transitions of the exact scope set, newest first."""
     with target.open() as memory:
         states = memory.list_ranking_profile_history(
-            user_id=target.user_id, scopes=_scope_set(scopes), limit=limit
+            user_id=target.user_id,
+            scopes=_scope_set(scopes),
+            limit=limit,
+            after_change_id=after_change_id,
         )
     target.show(states, lambda: _show_states(states))
 

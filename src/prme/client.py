@@ -570,15 +570,26 @@ class MemoryClient:
         return profile_service.get_ranking_profile_status(self.engine, profile_id, user_id=user_id)
 
     def list_ranking_profile_history(
-        self, *, user_id: str, scopes: ScopeInput = None, limit: int = 100
+        self,
+        *,
+        user_id: str,
+        scopes: ScopeInput = None,
+        limit: int = 100,
+        after_change_id: object = None,
     ) -> builtins.list[RankingProfileState]:
-        """The exact scope set's transitions, newest first.
+        """The exact scope set's transitions, newest first; page on with ``after_change_id``
+        = the ``change_id`` of the last transition seen (an empty page: no older ones).
 
         Raises:
             InvalidInputError: empty or invalid ``scopes``; ``limit`` outside 1–1000.
+            NotFoundError: ``after_change_id`` is not a transition of this pointer.
         """
         return profile_service.list_ranking_profile_history(
-            self.engine, user_id=user_id, scopes=scopes, limit=limit
+            self.engine,
+            user_id=user_id,
+            scopes=scopes,
+            limit=limit,
+            after_change_id=after_change_id,
         )
 
 

@@ -125,6 +125,10 @@ class Store(Protocol):
         limit: int | None = None,
         newest_first: bool = False,
         order_by_target: bool = False,
-    ) -> Iterator[OpRecord]: ...
+        before: tuple[int, int] | None = None,
+    ) -> Iterator[OpRecord]:
+        """The owner's operations of one type; ``before`` = ``(created_at, seq)`` of the last
+        operation already seen keeps only older ones (newest-first paging in SQL)."""
+        ...
 
     def serialized(self, key: str) -> AbstractContextManager[None]: ...

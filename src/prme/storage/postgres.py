@@ -763,6 +763,7 @@ class PostgresStore:
         limit: int | None = None,
         newest_first: bool = False,
         order_by_target: bool = False,
+        before: tuple[int, int] | None = None,
     ) -> Iterator[OpRecord]:
         sql, params = select_ops(
             "%s",
@@ -773,6 +774,7 @@ class PostgresStore:
             limit=limit,
             newest_first=newest_first,
             order_by_target=order_by_target,
+            before=before,
         )
         for row in self._fetchall(sql, params):
             yield _verified(row)

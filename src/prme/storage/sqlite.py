@@ -677,6 +677,7 @@ class SQLiteStore:
         limit: int | None = None,
         newest_first: bool = False,
         order_by_target: bool = False,
+        before: tuple[int, int] | None = None,
     ) -> Iterator[OpRecord]:
         sql, params = select_ops(
             "?",
@@ -687,6 +688,7 @@ class SQLiteStore:
             limit=limit,
             newest_first=newest_first,
             order_by_target=order_by_target,
+            before=before,
         )
         for row in self.conn.execute(sql, params).fetchall():
             yield self._op(row)
