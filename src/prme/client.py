@@ -79,6 +79,10 @@ class MemoryClient:
         self.frozen = frozen
         configured = self.config.storage.postgres_url
         url = postgres_url or (configured.get_secret_value() if configured else None)
+        # The embedder first: a bad provider must fail before any storage is opened.
+        chosen = embedder or make_embedder(
+            self.config.embedding.provider, self.config.embedding.dimension
+        )
         backing = store or make_store(
             "postgres" if url else "sqlite",
             StoreOptions(
@@ -89,15 +93,12 @@ class MemoryClient:
                 busy_timeout_ms=self.config.storage.busy_timeout_ms,
             ),
         )
-        chosen = embedder or make_embedder(
-            self.config.embedding.provider, self.config.embedding.dimension
-        )
-        self._engine: Engine | None = Engine(
-            store=backing, config=self.config, embedder=chosen, clock=clock or utc_now
-        )
-        try:
+        try:  # a failed open closes what it opened (no connection or descriptor is leaked)
+            self._engine: Engine | None = Engine(
+                store=backing, config=self.config, embedder=chosen, clock=clock or utc_now
+            )
             self._engine.check_embedder()
-        except Exception:
+        except BaseException:
             backing.close()
             raise
 

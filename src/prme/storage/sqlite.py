@@ -210,9 +210,13 @@ class SQLiteStore:
         self._closed = False
         self._embedder: dict[str, Any] | None = None
         self._digest: tuple[int, str] | None = None
-        self._initialize()
-        self._secret = bytes.fromhex(self._meta("secret"))
-        self._pack_id = self._meta("pack_id")
+        try:
+            self._initialize()
+            self._secret = bytes.fromhex(self._meta("secret"))
+            self._pack_id = self._meta("pack_id")
+        except BaseException:
+            self.close()  # a pack that cannot be opened leaves no connection behind
+            raise
 
     # ----------------------------------------------------------------- connections
     @property
@@ -227,11 +231,15 @@ class SQLiteStore:
         conn = sqlite3.connect(
             self.db_path, isolation_level=None, check_same_thread=False, timeout=30.0
         )
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        # Several processes opening a new pack at once race to switch it to WAL.
-        _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            # Several processes opening a new pack at once race to switch it to WAL.
+            _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            conn.close()
+            raise
         if self.tracer is not None:
             conn.set_trace_callback(self.tracer)
         with self._connections_lock:
