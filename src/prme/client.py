@@ -54,7 +54,8 @@ class MemoryClient:
         config: a PRMEConfig; by default read from the environment (``PRME_*``).
         embedder: an Embedder overriding ``config.embedding``.
         frozen: refuse content writes (store, delete); retrieval, receipts, judgments and
-            reports still append.
+            reports still append. A pack that cannot be written at all (read-only media, no
+            permission) is opened read-only instead (see :attr:`read_only`).
         clock: a callable returning an aware datetime (tests fake the clock here).
         tracer: receives every SQL statement (tests check transactions with it).
         store: an opened Store (overrides the path and ``postgres_url``).
@@ -103,6 +104,13 @@ class MemoryClient:
             raise
 
     # ------------------------------------------------------------------ lifecycle
+    @property
+    def read_only(self) -> bool:
+        """True when the pack could not be written (read-only media or no permission) and was
+        opened read-only: retrievals answer with ``receipt_persisted=False``, writes raise
+        :class:`~prme.errors.ReadOnlyPackError`."""
+        return bool(getattr(self.engine.store, "read_only", False))
+
     @property
     def engine(self) -> Engine:
         if self._engine is None:

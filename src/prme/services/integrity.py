@@ -102,6 +102,7 @@ class IntegrityReport(Frozen):
     other_operations: int
     ok: bool
     problems: tuple[IntegrityProblem, ...]
+    skipped: tuple[str, ...] = ()  # checks that could not run (e.g. on a read-only pack)
 
     @model_validator(mode="after")
     def _ok_means_no_problems(self) -> IntegrityReport:
@@ -113,6 +114,7 @@ class IntegrityReport(Frozen):
 @dataclass
 class _Findings:
     problems: list[IntegrityProblem] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def add(self, check: CheckName, ref: object, message: str) -> None:
@@ -141,11 +143,16 @@ def check_pack(engine: Engine) -> IntegrityReport:
         found.add("backend", store.backend_name, "the integrity check supports sqlite packs only")
         identity = store.pack_identity()
         return _report(identity.pack_id, identity.write_seq, found)
-    with store.serialized("integrity"):  # the FTS5 check is an INSERT command: a write lock
-        try:
-            store.conn.execute(FTS_CHECK)
-        except sqlite3.DatabaseError as exc:
-            found.add("sqlite", "memories_fts", f"lexical index differs from memories ({exc})")
+    if store.read_only:
+        found.skipped.append(
+            "sqlite: the FTS5 integrity-check command needs write access (the pack is read-only)"
+        )
+    else:
+        with store.serialized("integrity"):  # the FTS5 check is an INSERT command: a write lock
+            try:
+                store.conn.execute(FTS_CHECK)
+            except sqlite3.DatabaseError as exc:
+                found.add("sqlite", "memories_fts", f"lexical index differs from memories ({exc})")
     with store.read_snapshot() as identity:
         for row in store.conn.execute("PRAGMA integrity_check(100)"):
             if row[0] != "ok":
@@ -174,6 +181,7 @@ def _report(pack_id: str, write_seq: int, found: _Findings) -> IntegrityReport:
         other_operations=counts["other_operations"],
         ok=not found.problems,
         problems=tuple(found.problems),
+        skipped=tuple(found.skipped),
     )
 
 
