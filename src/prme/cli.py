@@ -785,6 +785,24 @@ def pack_check(target: Target) -> None:
         raise click.exceptions.Exit(1)
 
 
+@pack.command("prune")
+@click.option(
+    "--receipts-older-than",
+    "days",
+    type=float,
+    required=True,
+    help="Remove receipts saved more than DAYS ago that nothing refers to.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be removed; write nothing.")
+@pack_command(user=False)
+def pack_prune(target: Target, days: float, dry_run: bool) -> None:
+    """Remove old retrieval receipts no judgment, report or profile refers to (audited)."""
+    with target.open() as memory, busy("pruning receipts"):
+        summary = memory.prune_receipts(older_than=days, dry_run=dry_run)
+    shown = [(k, v) for k, v in summary.model_dump(mode="json").items() if k != "audit_op_ids"]
+    target.show(summary, lambda: _pairs([*shown, ("audit records", len(summary.audit_op_ids))]))
+
+
 @pack.command("export")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @pack_command(user=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Callable, Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -29,13 +29,14 @@ from prme.models.profiles import (
 )
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord, RelevanceSubmission
+from prme.models.retention import ReceiptPruneSummary
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.services import holdout as gate2_service
 from prme.services import integrity as integrity_service
 from prme.services import learning as gate1_service
-from prme.services import memories, receipts, retrieval
+from prme.services import memories, receipts, retention, retrieval
 from prme.services import profiles as profile_service
 from prme.services import relevance as relevance_service
 from prme.services.integrity import IntegrityReport
@@ -245,6 +246,25 @@ class MemoryClient:
             sqlite3.OperationalError: the pack cannot be read at all.
         """
         return integrity_service.check_pack(self.engine)
+
+    # ---- receipt retention (services/retention.py) --------------------------------------
+    def prune_receipts(
+        self, *, older_than: timedelta | float, dry_run: bool = False
+    ) -> ReceiptPruneSummary:
+        """Remove retrieval receipts saved more than ``older_than`` ago (a timedelta, or days)
+        that no judgment, judgment evidence, evaluation report or ranking profile refers to, for
+        every owner of the pack (``prme pack prune --receipts-older-than DAYS``).
+
+        One transaction appends a ``receipt_prune`` audit record per owner (request id, payload
+        SHA-256 and save time of every removed receipt) and deletes exactly those receipts;
+        every judgment keeps its receipt, so :meth:`check_pack` stays clean. ``dry_run``
+        counts and writes nothing.
+
+        Raises:
+            InvalidInputError: ``older_than`` is not a duration from 0 to 36525 days.
+            ReadOnlyPackError: the pack is read-only.
+        """
+        return retention.prune_receipts(self.engine, older_than=older_than, dry_run=dry_run)
 
     # ---- pack transfer (storage/transfer.py) -------------------------------------------
     def export_pack(self, target: str | Path | IO[str]) -> TransferSummary:

@@ -25,6 +25,8 @@ MAX_CHANNEL_CANDIDATES = 10_000
 MAX_PAGE_SIZE = 1000
 # Judgments one gate-1 evaluation may read (``max_records``) and entries of ``query_groups``.
 MAX_RECORDS_LIMIT = 100_000
+# Receipt retention (``prune_receipts(older_than=...)``, ``prme pack prune``), in days.
+MAX_RETENTION_DAYS = 36_525
 
 __all__ = [
     "MAX_CHANNEL_CANDIDATES",
@@ -33,6 +35,7 @@ __all__ = [
     "MAX_RECORDS_LIMIT",
     "MAX_RELEVANT",
     "MAX_RESULT_LIMIT",
+    "MAX_RETENTION_DAYS",
     "MAX_TOKEN_BUDGET",
     "MAX_TRIALS",
 ]

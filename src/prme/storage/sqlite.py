@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.canonical import canonical_bytes, canonical_json, sha256_hex
-from prme.errors import FrozenPackError, IntegrityError, ReadOnlyPackError
+from prme.errors import FrozenPackError, IntegrityError, InvalidInputError, ReadOnlyPackError
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -45,7 +45,7 @@ from prme.retrieval.owner_index import (
     OwnerIndex,
     code,
 )
-from prme.storage.base import OpRecord
+from prme.storage.base import OpHead, OpRecord
 from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
 from prme.storage.rows import node_values
 from prme.storage.timeutil import from_us, opt_from_us
@@ -781,6 +781,49 @@ class SQLiteStore:
         )
         for row in self.conn.execute(sql, params).fetchall():
             yield self._op(row)
+
+    # ------------------------------------------------------------------ receipt retention
+    def op_heads(self, op_type: str, *, created_before_us: int) -> list[OpHead]:
+        rows = self.conn.execute(
+            "SELECT op_id, user_id, target_id, created_at, checksum FROM oplog"
+            " WHERE op_type = ? AND created_at < ? ORDER BY seq",
+            (op_type, created_before_us),
+        ).fetchall()
+        return [OpHead(*row) for row in rows]
+
+    def iter_payloads(self, *, exclude_op_types: Sequence[str]) -> Iterator[str]:
+        cursor = self.conn.execute(
+            "SELECT payload FROM oplog WHERE op_type NOT IN (SELECT value FROM json_each(?))"
+            " ORDER BY seq",
+            (json.dumps(list(exclude_op_types)),),
+        )
+        for (payload,) in cursor:
+            yield str(payload)
+
+    def delete_ops(self, op_type: str, op_ids: Sequence[str]) -> int:
+        """The delete trigger is dropped, the receipts deleted and the trigger re-created from
+        its own stored text, all inside the caller's transaction: no other connection ever sees
+        the log unguarded, and a failure anywhere rolls all of it back."""
+        if op_type != RETAINED_OP_TYPE:
+            raise InvalidInputError("op_type", f"only {RETAINED_OP_TYPE} may be deleted", op_type)
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+                (_DELETE_GUARD,),
+            ).fetchone()
+            if row is None:
+                raise IntegrityError(f"the operations log has lost its {_DELETE_GUARD} trigger")
+            conn.execute(f"DROP TRIGGER {_DELETE_GUARD}")
+            deleted = conn.execute(
+                "DELETE FROM oplog WHERE op_type = ? AND op_id IN (SELECT value FROM json_each(?))",
+                (op_type, json.dumps(list(op_ids))),
+            ).rowcount
+            conn.execute(str(row[0]))
+        return int(deleted)
+
+
+RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
+_DELETE_GUARD = "oplog_append_only_delete"
 
 
 def _describe(exc: sqlite3.OperationalError) -> str:
