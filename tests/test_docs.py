@@ -30,6 +30,7 @@ EXPECTED = {
     "profiles rollback",
     "pack digest",
     "pack check",
+    "pack prune",
     "pack export",
     "pack import",
     "db upgrade",

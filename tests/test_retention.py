@@ -224,3 +224,22 @@ def test_cli_prune_and_check(tmp_path: Path) -> None:
     assert check.exit_code == 0 and json.loads(check.output)["pruned_receipts"] == 2
     bad = runner.invoke(main, [*args[:3], "-1", *args[4:]], env=env)
     assert bad.exit_code == 1 and bad.output.startswith("error: older_than: ")
+
+
+@pytest.mark.sqlite_only
+def test_a_pruned_pack_exports_and_imports_with_its_audit(
+    memory: MemoryClient, clock: FakeClock, tmp_path: Path, make_client: ClientFactory
+) -> None:
+    judge(memory, "alice", retrieve(memory, "alice"))
+    retrieve(memory, "bob")
+    clock.now += timedelta(days=2)
+    summary = memory.prune_receipts(older_than=1)
+    memory.export_pack(tmp_path / "pack.jsonl")
+    copy = make_client(tmp_path / "copy")
+    copy.import_pack(tmp_path / "pack.jsonl")
+    report = copy.check_pack()
+    assert report.ok, report.problems
+    assert (report.receipts, report.pruned_receipts) == (1, summary.removed)
+    assert [op.op_id for op in copy.engine.store.find_ops(PRUNE_OP, "bob")] == list(
+        summary.audit_op_ids
+    )
