@@ -81,6 +81,7 @@ def test_pack_commands_share_the_path_user_and_json_options() -> None:
             "learn report",
             "pack digest",
             "pack check",
+            "pack prune",
             "pack export",
             "pack import",
             "db upgrade",
