@@ -240,12 +240,15 @@ class SQLiteStore:
         return bool(self.read_only_mode)
 
     def _read_only_failure(self, exc: sqlite3.OperationalError) -> bool:
-        """Whether opening for writing failed only because the pack cannot be written."""
+        """Whether opening for writing failed only because the pack cannot be written: SQLite
+        says so, and the file or its directory is indeed not writable (``access()`` also
+        reports read-only mounts to root), so a passing failure never makes a pack read-only."""
         name = str(getattr(exc, "sqlite_errorname", ""))
         return (
             name.startswith(_READ_ONLY_ERRORS)
             and self.db_path.is_file()
             and os.access(self.db_path, os.R_OK)
+            and not (os.access(self.db_path, os.W_OK) and os.access(self.path, os.W_OK))
         )
 
     def _open_read_only(self, cause: sqlite3.OperationalError) -> None:
