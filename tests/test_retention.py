@@ -101,7 +101,8 @@ def test_prune_removes_only_old_unreferenced_receipts_and_audits_them(
     assert memory.retrieve("Aster", user_id="alice").metadata.receipt_persisted  # still appends
 
 
-def test_receipts_named_by_a_gate2_report_are_kept(memory: MemoryClient, clock: FakeClock) -> None:
+def paired_trials(memory: MemoryClient, clock: FakeClock) -> list[dict[str, Any]]:
+    """Two holdout groups, each a baseline and a candidate retrieval of alice's."""
     trials = []
     at = clock.now
     for i, query in enumerate(("Aster database", "Aster backups")):
@@ -118,7 +119,11 @@ def test_receipts_named_by_a_gate2_report_are_kept(memory: MemoryClient, clock: 
                 "relevant_node_ids": relevant,
             }
         )
-    memory.evaluate_full_retrieval(
+    return trials
+
+
+def evaluate(memory: MemoryClient, trials: list[dict[str, Any]]) -> Any:
+    return memory.evaluate_full_retrieval(
         trials,
         user_id="alice",
         scopes=None,
@@ -127,6 +132,11 @@ def test_receipts_named_by_a_gate2_report_are_kept(memory: MemoryClient, clock: 
         candidate_multipliers={"lexical": 2.0},
         config={"min_query_groups": 2, "bootstrap_samples": 100},
     )
+
+
+def test_receipts_named_by_a_gate2_report_are_kept(memory: MemoryClient, clock: FakeClock) -> None:
+    trials = paired_trials(memory, clock)
+    evaluate(memory, trials)
     unreferenced = retrieve(memory, "alice")
     clock.now += timedelta(days=10)
     summary = memory.prune_receipts(older_than=1)
@@ -243,3 +253,58 @@ def test_a_pruned_pack_exports_and_imports_with_its_audit(
     assert [op.op_id for op in copy.engine.store.find_ops(PRUNE_OP, "bob")] == list(
         summary.audit_op_ids
     )
+
+
+def test_a_judgment_racing_a_prune_is_refused_not_left_dangling(
+    make_client: ClientFactory, clock: FakeClock
+) -> None:
+    armed: list[MemoryClient] = []
+
+    def prune_first(sql: str) -> None:
+        # Runs just before the judgment's write transaction begins, after it read the receipt:
+        # another client prunes that receipt in between.
+        if armed and sql.lstrip().upper().startswith("BEGIN"):
+            armed.pop().prune_receipts(older_than=1)
+
+    judging = make_client(tracer=prune_first)
+    judging.store("Aster keeps its records in PostgreSQL 16.", user_id="alice")
+    response = retrieve(judging, "alice")
+    clock.now += timedelta(days=2)
+    armed.append(make_client())
+    with pytest.raises(NotFoundError, match="receipt"):
+        judge(judging, "alice", response)
+    assert not armed  # the prune ran in between
+    assert judging.list_relevance(user_id="alice") == []
+    assert judging.get_retrieval_receipt(response.metadata.request_id, user_id="alice") is None
+    if judging.engine.store.backend_name == "sqlite":
+        report = judging.check_pack()
+        assert report.ok, report.problems
+
+
+def test_a_gate2_report_racing_a_prune_is_refused(
+    make_client: ClientFactory, clock: FakeClock
+) -> None:
+    armed: list[MemoryClient] = []
+
+    def prune_first(sql: str) -> None:
+        if armed and sql.lstrip().upper().startswith("BEGIN"):
+            armed.pop().prune_receipts(older_than=1)
+
+    gate = make_client(tracer=prune_first)
+    gate.store_many(["Aster keeps its records in PostgreSQL 16.", "Aster backups"], user_id="alice")
+    trials = paired_trials(gate, clock)
+    digest = gate.pack_digest()
+    clock.now += timedelta(days=2)
+    armed.append(make_client())
+    with pytest.raises(InvalidInputError, match="removed by receipt retention") as info:
+        gate.evaluate_full_retrieval(
+            trials,
+            user_id="alice",
+            scopes=None,
+            proposal_input_checksum="0" * 64,
+            memory_artifact_sha256=digest,
+            candidate_multipliers={"lexical": 2.0},
+            config={"min_query_groups": 2, "bootstrap_samples": 100},
+        )
+    assert info.value.field == "trials" and not armed
+    assert gate.engine.store.find_ops("full_retrieval_evaluation", "alice") == []
