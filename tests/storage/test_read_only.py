@@ -208,3 +208,37 @@ def test_unread_write_ahead_log_on_read_only_media_is_a_typed_error(shared_dir: 
     message = unprivileged(check)
     assert "write-ahead log" in message and "is read-only" in message
     assert stat.S_IMODE(copy.stat().st_mode) == 0o555
+
+
+def test_http_serves_a_read_only_pack(shared_dir: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from prme.config import APIConfig
+    from prme.http import create_app
+
+    pack = shared_dir / "pack"
+    make_pack(pack)
+    warm = shared_dir / "warm"  # imports everything a request needs while still privileged
+    with MemoryClient(warm, config=CONFIG) as memory, TestClient(create_app(memory)) as api:
+        api.post("/v1/retrieve", json={"query": "x", "user_id": "alice"})
+        api.post("/v1/store", json={"content": "x", "user_id": "alice"})
+    before = counts(pack)
+    read_only(pack)
+
+    def check() -> dict[str, Any]:
+        with (
+            MemoryClient(pack, config=CONFIG) as memory,
+            TestClient(create_app(memory, APIConfig())) as api,
+        ):
+            found = api.post("/v1/retrieve", json={"query": "Aster records", "user_id": "alice"})
+            stored = api.post("/v1/store", json={"content": "more", "user_id": "alice"})
+            return {
+                "retrieve": (found.status_code, found.json()["metadata"]["receipt_persisted"]),
+                "store": (stored.status_code, stored.json()["detail"]),
+            }
+
+    out = unprivileged(check)
+    assert out["retrieve"] == [200, False]
+    status, detail = out["store"]
+    assert status == 409 and "is read-only" in detail
+    assert counts(pack) == before
