@@ -8,6 +8,7 @@ from prme.errors import (
     InvalidInputError,
     NotFoundError,
     PRMEError,
+    ReadOnlyPackError,
     StaleRankingProfileError,
 )
 from prme.learning.gate1 import evaluate_learning
@@ -69,6 +70,7 @@ __all__ = [
     "RankingProfileApplication",
     "RankingProfileState",
     "RankingProfileStatus",
+    "ReadOnlyPackError",
     "RelevanceRecord",
     "RelevanceSubmission",
     "RetrievalMode",

@@ -670,6 +670,7 @@ def _show_states(states: Sequence[RankingProfileState | None]) -> None:
             s.action,
             s.previous_profile_id or "base",
             s.active_profile_id or "base",
+            s.change_id,
         )
         for s in states
         if s is not None
@@ -677,7 +678,7 @@ def _show_states(states: Sequence[RankingProfileState | None]) -> None:
     if not rows:
         click.echo("no change: no profile was active")
         return
-    table(("changed at", "action", "previous", "active"), rows)
+    table(("changed at", "action", "previous", "active", "change id"), rows)
 
 
 @profiles.command("list")
@@ -736,12 +737,18 @@ def profiles_active(target: Target, scopes: Sequence[str]) -> None:
 @profiles.command("history")
 @scopes_option
 @click.option("--limit", default=100, show_default=True, help="Most recent transitions (1–1000).")
+@click.option("--after-change-id", help="Last change id of the previous page (older ones next).")
 @pack_command()
-def profiles_history(target: Target, scopes: Sequence[str], limit: int) -> None:
+def profiles_history(
+    target: Target, scopes: Sequence[str], limit: int, after_change_id: str | None
+) -> None:
     """List the pointer transitions of the exact scope set, newest first."""
     with target.open() as memory:
         states = memory.list_ranking_profile_history(
-            user_id=target.user_id, scopes=_scope_set(scopes), limit=limit
+            user_id=target.user_id,
+            scopes=_scope_set(scopes),
+            limit=limit,
+            after_change_id=after_change_id,
         )
     target.show(states, lambda: _show_states(states))
 
@@ -826,6 +833,24 @@ def pack_check(target: Target) -> None:
     target.show(report, render)
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+@pack.command("prune")
+@click.option(
+    "--receipts-older-than",
+    "days",
+    type=float,
+    required=True,
+    help="Remove receipts saved more than DAYS ago that nothing refers to.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be removed; write nothing.")
+@pack_command(user=False)
+def pack_prune(target: Target, days: float, dry_run: bool) -> None:
+    """Remove old retrieval receipts no judgment, report or profile refers to (audited)."""
+    with target.open() as memory, busy("pruning receipts"):
+        summary = memory.prune_receipts(older_than=days, dry_run=dry_run)
+    shown = [(k, v) for k, v in summary.model_dump(mode="json").items() if k != "audit_op_ids"]
+    target.show(summary, lambda: _pairs([*shown, ("audit records", len(summary.audit_op_ids))]))
 
 
 @pack.command("export")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Callable, Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -29,13 +29,14 @@ from prme.models.profiles import (
 )
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord, RelevanceSubmission
+from prme.models.retention import ReceiptPruneSummary
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.services import holdout as gate2_service
 from prme.services import integrity as integrity_service
 from prme.services import learning as gate1_service
-from prme.services import memories, receipts, retrieval
+from prme.services import memories, receipts, retention, retrieval
 from prme.services import profiles as profile_service
 from prme.services import relevance as relevance_service
 from prme.services.integrity import IntegrityReport
@@ -54,7 +55,8 @@ class MemoryClient:
         config: a PRMEConfig; by default read from the environment (``PRME_*``).
         embedder: an Embedder overriding ``config.embedding``.
         frozen: refuse content writes (store, delete); retrieval, receipts, judgments and
-            reports still append.
+            reports still append. A pack that cannot be written at all (read-only media, no
+            permission) is opened read-only instead (see :attr:`read_only`).
         clock: a callable returning an aware datetime (tests fake the clock here).
         tracer: receives every SQL statement (tests check transactions with it).
         store: an opened Store (overrides the path and ``postgres_url``).
@@ -79,6 +81,10 @@ class MemoryClient:
         self.frozen = frozen
         configured = self.config.storage.postgres_url
         url = postgres_url or (configured.get_secret_value() if configured else None)
+        # The embedder first: a bad provider must fail before any storage is opened.
+        chosen = embedder or make_embedder(
+            self.config.embedding.provider, self.config.embedding.dimension
+        )
         backing = store or make_store(
             "postgres" if url else "sqlite",
             StoreOptions(
@@ -89,19 +95,23 @@ class MemoryClient:
                 busy_timeout_ms=self.config.storage.busy_timeout_ms,
             ),
         )
-        chosen = embedder or make_embedder(
-            self.config.embedding.provider, self.config.embedding.dimension
-        )
-        self._engine: Engine | None = Engine(
-            store=backing, config=self.config, embedder=chosen, clock=clock or utc_now
-        )
-        try:
+        try:  # a failed open closes what it opened (no connection or descriptor is leaked)
+            self._engine: Engine | None = Engine(
+                store=backing, config=self.config, embedder=chosen, clock=clock or utc_now
+            )
             self._engine.check_embedder()
-        except Exception:
+        except BaseException:
             backing.close()
             raise
 
     # ------------------------------------------------------------------ lifecycle
+    @property
+    def read_only(self) -> bool:
+        """True when the pack could not be written (read-only media or no permission) and was
+        opened read-only: retrievals answer with ``receipt_persisted=False``, writes raise
+        :class:`~prme.errors.ReadOnlyPackError`."""
+        return bool(getattr(self.engine.store, "read_only", False))
+
     @property
     def engine(self) -> Engine:
         if self._engine is None:
@@ -236,6 +246,25 @@ class MemoryClient:
             sqlite3.OperationalError: the pack cannot be read at all.
         """
         return integrity_service.check_pack(self.engine)
+
+    # ---- receipt retention (services/retention.py) --------------------------------------
+    def prune_receipts(
+        self, *, older_than: timedelta | float, dry_run: bool = False
+    ) -> ReceiptPruneSummary:
+        """Remove retrieval receipts saved more than ``older_than`` ago (a timedelta, or days)
+        that no judgment, judgment evidence, evaluation report or ranking profile refers to, for
+        every owner of the pack (``prme pack prune --receipts-older-than DAYS``).
+
+        One transaction appends a ``receipt_prune`` audit record per owner (request id, payload
+        SHA-256 and save time of every removed receipt) and deletes exactly those receipts;
+        every judgment keeps its receipt, so :meth:`check_pack` stays clean. ``dry_run``
+        counts and writes nothing.
+
+        Raises:
+            InvalidInputError: ``older_than`` is not a duration from 0 to 36525 days.
+            ReadOnlyPackError: the pack is read-only.
+        """
+        return retention.prune_receipts(self.engine, older_than=older_than, dry_run=dry_run)
 
     # ---- pack transfer (storage/transfer.py) -------------------------------------------
     def export_pack(self, target: str | Path | IO[str]) -> TransferSummary:
@@ -570,15 +599,26 @@ class MemoryClient:
         return profile_service.get_ranking_profile_status(self.engine, profile_id, user_id=user_id)
 
     def list_ranking_profile_history(
-        self, *, user_id: str, scopes: ScopeInput = None, limit: int = 100
+        self,
+        *,
+        user_id: str,
+        scopes: ScopeInput = None,
+        limit: int = 100,
+        after_change_id: object = None,
     ) -> builtins.list[RankingProfileState]:
-        """The exact scope set's transitions, newest first.
+        """The exact scope set's transitions, newest first; page on with ``after_change_id``
+        = the ``change_id`` of the last transition seen (an empty page: no older ones).
 
         Raises:
             InvalidInputError: empty or invalid ``scopes``; ``limit`` outside 1–1000.
+            NotFoundError: ``after_change_id`` is not a transition of this pointer.
         """
         return profile_service.list_ranking_profile_history(
-            self.engine, user_id=user_id, scopes=scopes, limit=limit
+            self.engine,
+            user_id=user_id,
+            scopes=scopes,
+            limit=limit,
+            after_change_id=after_change_id,
         )
 
 

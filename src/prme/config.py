@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from prme.limits import MAX_CHANNEL_CANDIDATES, MAX_RESULT_LIMIT, MAX_TOKEN_BUDGET
 from prme.models.scoring import ScoringWeights, product_default_scoring
 
 DEFAULT_EPISTEMIC_WEIGHTS: dict[str, float] = {
@@ -28,12 +29,12 @@ class EmbeddingConfig(_Section):
 
 
 class RetrievalConfig(_Section):
-    vector_k: int = Field(default=500, ge=1, le=10000)
-    lexical_k: int = Field(default=500, ge=1, le=10000)
-    graph_max_candidates: int = Field(default=150, ge=0, le=10000)
+    vector_k: int = Field(default=500, ge=1, le=MAX_CHANNEL_CANDIDATES)
+    lexical_k: int = Field(default=500, ge=1, le=MAX_CHANNEL_CANDIDATES)
+    graph_max_candidates: int = Field(default=150, ge=0, le=MAX_CHANNEL_CANDIDATES)
     graph_max_hops: int = Field(default=3, ge=1, le=3)
-    default_limit: int = Field(default=20, ge=0, le=10000)
-    token_budget: int = Field(default=4096, ge=0)
+    default_limit: int = Field(default=20, ge=0, le=MAX_RESULT_LIMIT)
+    token_budget: int = Field(default=4096, ge=0, le=MAX_TOKEN_BUDGET)
     unverified_confidence_threshold: float = Field(default=0.30, ge=0.0, le=1.0)
     epistemic_weights: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_EPISTEMIC_WEIGHTS)

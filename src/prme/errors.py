@@ -52,6 +52,25 @@ class FrozenPackError(PRMEError, RuntimeError):
         )
 
 
+class ReadOnlyPackError(FrozenPackError):
+    """A write to a pack opened read-only (read-only media, or no write permission).
+
+    Retrieval still answers (with ``metadata.receipt_persisted=False``); every write, receipts
+    and judgments included, is refused. ``path`` names the pack, ``reason`` why it is
+    read-only or cannot be opened."""
+
+    def __init__(self, operation: str, path: str, reason: str) -> None:
+        self.operation = operation
+        self.path = path
+        self.reason = reason
+        RuntimeError.__init__(
+            self,
+            f"{operation}: the pack at {path} is read-only ({reason}); retrievals are answered "
+            "without saving receipts and every write is refused. To write, fix the permissions "
+            "or copy the pack directory somewhere writable and open the copy",
+        )
+
+
 class OwnerMismatchError(PRMEError, PermissionError):
     """A request named a ``user_id`` different from the owner bound to its credential."""
 

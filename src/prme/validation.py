@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime
 
 from prme.errors import InvalidInputError
+from prme.limits import MAX_PAGE_SIZE, MAX_RESULT_LIMIT, MAX_TOKEN_BUDGET
 
 
 def require_owner(user_id: object, field: str = "user_id") -> str:
@@ -41,7 +42,9 @@ def require_aware(value: datetime | None, field: str) -> datetime | None:
 def require_int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:
     # The message repeats the field name so the reference's fragments match exactly
     # ("limit must be a nonnegative integer", "limit must be an integer from 1 to 1000").
-    if maximum is not None:
+    if maximum is not None and minimum == 0:
+        message = f"{field} must be a nonnegative integer at most {maximum}"
+    elif maximum is not None:
         message = f"{field} must be an integer from {minimum} to {maximum}"
     elif minimum == 0:
         message = f"{field} must be a nonnegative integer"
@@ -55,7 +58,22 @@ def require_int(value: object, field: str, *, minimum: int, maximum: int | None 
 
 
 def require_page_limit(limit: object, field: str = "limit") -> int:
-    return require_int(limit, field, minimum=1, maximum=1000)
+    return require_int(limit, field, minimum=1, maximum=MAX_PAGE_SIZE)
+
+
+def require_result_limit(limit: object, field: str = "limit") -> int:
+    """A retrieval's result count: 0 to ``MAX_RESULT_LIMIT`` (0 returns no results)."""
+    return require_int(limit, field, minimum=0, maximum=MAX_RESULT_LIMIT)
+
+
+def require_token_budget(budget: object, field: str = "token_budget") -> int:
+    """A packed context's token budget: 0 to ``MAX_TOKEN_BUDGET``."""
+    return require_int(budget, field, minimum=0, maximum=MAX_TOKEN_BUDGET)
+
+
+def require_cap(cap: object, field: str) -> int:
+    """A per-group result cap (``max_per_source``, ``max_per_evidence``): 1 to the result limit."""
+    return require_int(cap, field, minimum=1, maximum=MAX_RESULT_LIMIT)
 
 
 def require_finite_nonnegative(value: object, field: str) -> float:

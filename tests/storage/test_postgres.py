@@ -240,15 +240,17 @@ def test_migrations_are_versioned_and_idempotent(
     postgres_url: str, schemas: Callable[[str], str]
 ) -> None:
     schema = schemas("mig")
-    assert migrations.pending(postgres_url, schema=schema) == [1]
+    every = [m.version for m in migrations.MIGRATIONS]
+    assert every == [1, 2]
+    assert migrations.pending(postgres_url, schema=schema) == every
     with pytest.raises(IntegrityError, match="prme db upgrade"):
         PostgresStore(postgres_url, schema=schema, upgrade=False)
-    assert migrations.upgrade(postgres_url, schema=schema) == [1]
+    assert migrations.upgrade(postgres_url, schema=schema) == every
     assert migrations.upgrade(postgres_url, schema=schema) == []
     assert migrations.pending(postgres_url, schema=schema) == []
     with admin(postgres_url) as conn:
         rows = conn.execute(f"SELECT version, name FROM {schema}.schema_migrations").fetchall()
-    assert rows == [(1, "initial schema")]
+    assert sorted(rows) == [(1, "initial schema"), (2, "receipt retention")]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
         migrations.upgrade(postgres_url, schema="Robert'); DROP TABLE x;--")
@@ -303,7 +305,7 @@ def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[st
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(results) == [[], [], [], [1]]
+    assert sorted(results) == [[], [], [], [1, 2]]
 
 
 def test_serialized_holds_an_advisory_lock_per_key(

@@ -111,10 +111,14 @@ def list_ranking_profile_history(
     user_id: str | None = None,
     scopes: Scopes = None,
     limit: int = 100,
+    after_change_id: UUID | None = None,
 ) -> JSONResponse:
-    """Transitions of the pointer of exactly ``scopes``, newest first."""
+    """Transitions of the pointer of exactly ``scopes``, newest first; page on with
+    ``after_change_id`` = the last ``change_id`` seen."""
     owner = identity.owner(user_id)
-    history = client.list_ranking_profile_history(user_id=owner, scopes=scopes, limit=limit)
+    history = client.list_ranking_profile_history(
+        user_id=owner, scopes=scopes, limit=limit, after_change_id=after_change_id
+    )
     return render(history)
 
 

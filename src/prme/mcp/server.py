@@ -375,13 +375,23 @@ class MemoryTools:
             )
 
     def memory_list_ranking_profile_history(
-        self, user_id: UserId = None, scopes: Scopes = None, limit: Limit = 100
+        self,
+        user_id: UserId = None,
+        scopes: Scopes = None,
+        limit: Limit = 100,
+        after_change_id: Annotated[
+            UUID | None,
+            Field(description="The change_id of the last transition seen: the next older page."),
+        ] = None,
     ) -> str:
-        """List the activation, deactivation and rollback transitions of the exact scope set, newest first; changes nothing."""
+        """List the activation, deactivation and rollback transitions of the exact scope set, newest first (page with after_change_id); changes nothing."""
         with _tool_errors():
             return _json(
                 self.client.list_ranking_profile_history(
-                    user_id=self.owner(user_id), scopes=scopes, limit=limit
+                    user_id=self.owner(user_id),
+                    scopes=scopes,
+                    limit=limit,
+                    after_change_id=after_change_id,
                 )
             )
 

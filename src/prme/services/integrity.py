@@ -15,7 +15,9 @@ Everything is read in one consistent snapshot and nothing is repaired or written
   attestation (including the reports embedded in profiles) was made by this pack's secret;
 - ``state`` / ``pointer``: every pointer transition verifies, each (owner, scope set) history is
   one chain (each ``previous_profile_id`` is the prior ``active_profile_id``), and each pointer
-  resolves to an existing profile of the same scopes.
+  resolves to an existing profile of the same scopes;
+- ``retention``: every receipt-prune audit record parses, is canonical, names its owner and
+  prune, and lists only receipts that are indeed gone.
 
 The checks read the SQLite pack's tables directly; other backends are reported as unsupported.
 """
@@ -34,13 +36,15 @@ from pydantic import BaseModel, model_validator
 
 from prme.canonical import canonical_json, sha256_hex
 from prme.engine import Engine
+from prme.errors import IntegrityError
 from prme.models.base import Frozen
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.profiles import RankingProfile, RankingProfileState
 from prme.models.relevance import RelevanceRecord
+from prme.models.retention import ReceiptPruneRecord
 from prme.models.scope import ScopeKey
-from prme.services import profiles, reports
+from prme.services import profiles, reports, retention
 from prme.services.holdout import REPORT_OP as HOLDOUT_REPORT_OP
 from prme.services.learning import LEARNING_REPORT_OP
 from prme.services.receipts import RECEIPT_OP, parse_receipt
@@ -66,6 +70,7 @@ CheckName = Literal[
     "report",
     "state",
     "pointer",
+    "retention",
 ]
 FTS_CHECK = "INSERT INTO memories_fts(memories_fts, rank) VALUES('integrity-check', 1)"
 _REPORTS: dict[str, type[LearningEvaluation] | type[FullRetrievalEvaluation]] = {
@@ -100,8 +105,10 @@ class IntegrityReport(Frozen):
     pointers: int
     reports: int
     other_operations: int
+    pruned_receipts: int = 0  # receipts removed by receipt retention, per its audit records
     ok: bool
     problems: tuple[IntegrityProblem, ...]
+    skipped: tuple[str, ...] = ()  # checks that could not run (e.g. on a read-only pack)
 
     @model_validator(mode="after")
     def _ok_means_no_problems(self) -> IntegrityReport:
@@ -113,6 +120,7 @@ class IntegrityReport(Frozen):
 @dataclass
 class _Findings:
     problems: list[IntegrityProblem] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def add(self, check: CheckName, ref: object, message: str) -> None:
@@ -141,11 +149,16 @@ def check_pack(engine: Engine) -> IntegrityReport:
         found.add("backend", store.backend_name, "the integrity check supports sqlite packs only")
         identity = store.pack_identity()
         return _report(identity.pack_id, identity.write_seq, found)
-    with store.serialized("integrity"):  # the FTS5 check is an INSERT command: a write lock
-        try:
-            store.conn.execute(FTS_CHECK)
-        except sqlite3.DatabaseError as exc:
-            found.add("sqlite", "memories_fts", f"lexical index differs from memories ({exc})")
+    if store.read_only:
+        found.skipped.append(
+            "sqlite: the FTS5 integrity-check command needs write access (the pack is read-only)"
+        )
+    else:
+        with store.serialized("integrity"):  # the FTS5 check is an INSERT command: a write lock
+            try:
+                store.conn.execute(FTS_CHECK)
+            except sqlite3.DatabaseError as exc:
+                found.add("sqlite", "memories_fts", f"lexical index differs from memories ({exc})")
     with store.read_snapshot() as identity:
         for row in store.conn.execute("PRAGMA integrity_check(100)"):
             if row[0] != "ok":
@@ -172,8 +185,10 @@ def _report(pack_id: str, write_seq: int, found: _Findings) -> IntegrityReport:
         pointers=counts["pointers"],
         reports=counts["reports"],
         other_operations=counts["other_operations"],
+        pruned_receipts=counts["pruned_receipts"],
         ok=not found.problems,
         problems=tuple(found.problems),
+        skipped=tuple(found.skipped),
     )
 
 
@@ -239,6 +254,7 @@ class _Ledger:
     chains: dict[tuple[str, str], list[tuple[int, int, RankingProfileState]]] = field(
         default_factory=lambda: defaultdict(list)
     )
+    pruned: list[tuple[OpRecord, ReceiptPruneRecord]] = field(default_factory=list)
 
 
 def _operations(store: SQLiteStore, found: _Findings, ledger: _Ledger) -> Iterator[OpRecord]:
@@ -272,6 +288,10 @@ def _check_operations(engine: Engine, store: SQLiteStore, found: _Findings) -> N
             found.add("relevance", op.op_id, f"receipt_checksum differs from receipt {request_id}")
     for op in ledger.evidence:
         _check_evidence(engine, op, found, ledger)
+    for op, record in ledger.pruned:
+        for item in record.receipts:
+            if (op.user_id, str(item.request_id)) in ledger.receipts:
+                found.add("retention", op.op_id, f"pruned receipt {item.request_id} is stored")
     _check_pointers(engine, found, ledger)
 
 
@@ -375,6 +395,26 @@ def _state(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> N
         ledger.chains[(op.user_id, str(op.namespace))].append((op.created_at_us, op.seq, state))
 
 
+def _parse_prune(op: OpRecord) -> ReceiptPruneRecord:
+    record = ReceiptPruneRecord.model_validate_json(op.payload)
+    if canonical_json(record) != op.payload:
+        raise IntegrityError("the audit record is not canonical")
+    if (
+        record.user_id != op.user_id
+        or op.target_id != str(record.prune_id)
+        or op.op_id != retention.audit_op_id(record.prune_id, record.part)
+    ):
+        raise IntegrityError("the audit record's owner, prune id or operation id does not match")
+    return record
+
+
+def _prune(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
+    record = found.verify("retention", op.op_id, lambda: _parse_prune(op))
+    if record is not None:
+        found.counts["pruned_receipts"] += len(record.receipts)
+        ledger.pruned.append((op, record))
+
+
 _HANDLERS: dict[str, Callable[[Engine, OpRecord, _Findings, _Ledger], None]] = {
     RECEIPT_OP: _receipt,
     RELEVANCE_OP: _relevance,
@@ -383,6 +423,7 @@ _HANDLERS: dict[str, Callable[[Engine, OpRecord, _Findings, _Ledger], None]] = {
     profiles.STATE_OP: _state,
     LEARNING_REPORT_OP: _report_op,
     HOLDOUT_REPORT_OP: _report_op,
+    retention.PRUNE_OP: _prune,
 }
 
 

@@ -11,6 +11,7 @@ from prme.bulk import gc_paused
 from prme.engine import Engine
 from prme.errors import InvalidInputError
 from prme.learning.gate1 import evaluate_judgments
+from prme.limits import MAX_RECORDS_LIMIT
 from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.scope import ScopeInput, normalize_scope_key
 from prme.services import reports
@@ -18,7 +19,6 @@ from prme.services.relevance import read_judgments
 from prme.validation import require_int, require_owner
 
 LEARNING_REPORT_OP = "learning_evaluation"
-MAX_RECORDS_LIMIT = 100_000
 TOO_MANY_RECORDS = "Feedback exceeds max_records; increase the bound or export a deliberate dataset"
 
 
@@ -36,6 +36,10 @@ def evaluate_learning(
     owner = require_owner(user_id)
     bound = require_int(max_records, "max_records", minimum=1, maximum=MAX_RECORDS_LIMIT)
     normalize_scope_key(scopes, "scopes")  # fail on bad scopes before reading anything
+    if isinstance(query_groups, Mapping) and len(query_groups) > MAX_RECORDS_LIMIT:
+        raise InvalidInputError(
+            "query_groups", f"must name at most {MAX_RECORDS_LIMIT} requests", len(query_groups)
+        )
     with gc_paused():
         judgments = read_judgments(engine, owner, limit=bound + 1)
         if len(judgments) > bound:

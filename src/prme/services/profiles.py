@@ -524,7 +524,7 @@ def list_ranking_profiles(
     engine: Engine, *, user_id: str, limit: int = 100, after_id: object = None
 ) -> list[RankingProfile]:
     """The owner's profiles across scope sets, newest first; page on with ``after_id`` = the
-    last id seen.
+    last id seen. The page is chosen in SQL: only its profiles' payloads are read.
 
     Raises:
         InvalidInputError: ``limit`` outside 1–1000.
@@ -532,19 +532,15 @@ def list_ranking_profiles(
     """
     owner = require_owner(user_id)
     size = require_page_limit(limit)
-    after = None if after_id is None else str(require_uuid(after_id, "after_id"))
-    page: list[RankingProfile] = []
-    seen_cursor = after is None
-    for op in engine.store.iter_ops(PROFILE_OP, owner, newest_first=True):
-        if not seen_cursor:
-            seen_cursor = op.target_id == after
-            continue
-        page.append(_parse_profile(op, owner, uuid.UUID(str(op.target_id))))
-        if len(page) == size:
-            break
-    if not seen_cursor:
-        raise _not_found(uuid.UUID(str(after)))
-    return page
+    before = None
+    if after_id is not None:
+        after = require_uuid(after_id, "after_id")
+        cursor = engine.store.get_op(profile_op_id(owner, after))
+        if cursor is None or cursor.op_type != PROFILE_OP or cursor.user_id != owner:
+            raise _not_found(after)
+        before = (cursor.created_at_us, cursor.seq)
+    ops = engine.store.iter_ops(PROFILE_OP, owner, newest_first=True, limit=size, before=before)
+    return [_parse_profile(op, owner, uuid.UUID(str(op.target_id))) for op in ops]
 
 
 def get_active_ranking_profile(
@@ -583,19 +579,36 @@ def get_ranking_profile_status(
 
 
 def list_ranking_profile_history(
-    engine: Engine, *, user_id: str, scopes: ScopeInput = None, limit: int = 100
+    engine: Engine,
+    *,
+    user_id: str,
+    scopes: ScopeInput = None,
+    limit: int = 100,
+    after_change_id: object = None,
 ) -> list[RankingProfileState]:
-    """The pointer's transitions for the exact scope set, newest first.
+    """The pointer's transitions for the exact scope set, newest first; page on with
+    ``after_change_id`` = the ``change_id`` of the last transition seen.
 
     Raises:
-        InvalidInputError: empty or invalid ``scopes``; ``limit`` outside 1–1000.
+        InvalidInputError: empty or invalid ``scopes``; ``limit`` outside 1–1000; an
+            ``after_change_id`` that is not a UUID.
+        NotFoundError: ``after_change_id`` is not a transition of this owner's pointer for
+            exactly these scopes.
         IntegrityError: a stored transition fails verification.
     """
     owner = require_owner(user_id)
     key = normalize_scope_key(scopes, "scopes")
     size = require_page_limit(limit)
+    namespace = scope_namespace(key)
+    before = None
+    if after_change_id is not None:
+        cid = require_uuid(after_change_id, "after_change_id")
+        cursor = engine.store.get_op(state_op_id(owner, cid))
+        if cursor is None or cursor.op_type != STATE_OP or cursor.namespace != namespace:
+            raise NotFoundError("ranking profile transition", cid)
+        before = (cursor.created_at_us, cursor.seq)
     ops = engine.store.iter_ops(
-        STATE_OP, owner, namespace=scope_namespace(key), newest_first=True, limit=size
+        STATE_OP, owner, namespace=namespace, newest_first=True, limit=size, before=before
     )
     history = [_parse_state(op, owner) for op in ops]
     if any(state.scopes != key for state in history):

@@ -141,6 +141,9 @@ def record_relevance(
         )
 
     with engine.store.serialized(RELEVANCE_OP):  # the judgment and its evidence, atomically
+        # Receipt retention removes receipts under this lock: the receipt must still be there.
+        if not engine.store.op_checksums(RECEIPT_OP, owner, [str(parsed.request_id)]):
+            raise missing_receipt(parsed.request_id)
         inserted = append(op_id, RELEVANCE_OP, canonical_json(record))
         if inserted:
             append(evidence_op_id(op_id), EVIDENCE_OP, canonical_json(evidence))

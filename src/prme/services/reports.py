@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TypeVar
 
 from pydantic import BaseModel
 
 from prme.canonical import canonical_json, canonical_object
 from prme.engine import Engine
-from prme.errors import IntegrityError
+from prme.errors import IntegrityError, InvalidInputError
+from prme.models.holdout import FullRetrievalEvaluation
+from prme.services.receipts import RECEIPT_OP
 from prme.storage.timeutil import to_us
 
 ReportT = TypeVar("ReportT", bound=BaseModel)
@@ -38,20 +41,42 @@ def attest_and_persist(
     attestation = engine.store.attest(canonical_object(members))
     payload = canonical_object({**members, "attestation": canonical_json(attestation)})
     op_id = f"{op_type}:{user_id}:{report_checksum}"
-    inserted = engine.store.append_op(
-        op_id=op_id,
-        op_type=op_type,
-        user_id=user_id,
-        target_id=report_checksum,
-        namespace=None,
-        created_at_us=to_us(engine.clock()),
-        payload=payload,
-    )
+    named = _named_receipts(report)
+    # Receipt retention removes receipts under this lock: a gate-2 report is appended only
+    # while every receipt it names is still stored (gate-1 receipts are held by judgments).
+    with engine.store.serialized(op_type) if named else nullcontext():
+        if named:
+            stored = engine.store.op_checksums(RECEIPT_OP, user_id, named)
+            missing = [request_id for request_id in named if request_id not in stored]
+            if missing:
+                raise InvalidInputError(
+                    "trials",
+                    f"receipt {missing[0]} (and {len(missing) - 1} more) was removed by "
+                    "receipt retention while the evaluation ran; run the retrievals again",
+                )
+        inserted = engine.store.append_op(
+            op_id=op_id,
+            op_type=op_type,
+            user_id=user_id,
+            target_id=report_checksum,
+            namespace=None,
+            created_at_us=to_us(engine.clock()),
+            payload=payload,
+        )
     if not inserted:
         existing = engine.store.get_op(op_id)
         if existing is None or existing.payload != payload:
             raise IntegrityError(f"a different {op_type} report is stored under {report_checksum}")
     return report.model_copy(update={"attestation": attestation})
+
+
+def _named_receipts(report: BaseModel) -> list[str]:
+    """The request ids of the receipts a gate-2 report's trials pair (sorted, unique)."""
+    if not isinstance(report, FullRetrievalEvaluation):
+        return []
+    named = {str(t.baseline_request_id) for t in report.trials}
+    named.update(str(t.candidate_request_id) for t in report.trials)
+    return sorted(named)
 
 
 def load(

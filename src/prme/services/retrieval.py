@@ -55,9 +55,11 @@ from prme.services.resolution import resolve_multipliers
 from prme.storage.timeutil import to_us
 from prme.validation import (
     require_aware,
+    require_cap,
     require_finite_nonnegative,
-    require_int,
     require_owner,
+    require_result_limit,
+    require_token_budget,
 )
 
 log = logging.getLogger("prme.retrieval")
@@ -250,20 +252,12 @@ def retrieve(
     e_from = require_aware(event_time_from, "event_time_from")
     e_to = require_aware(event_time_to, "event_time_to")
     cfg = engine.config.retrieval
-    result_limit = cfg.default_limit if limit is None else require_int(limit, "limit", minimum=0)
-    budget = (
-        cfg.token_budget
-        if token_budget is None
-        else require_int(token_budget, "token_budget", minimum=0)
-    )
+    result_limit = cfg.default_limit if limit is None else require_result_limit(limit)
+    budget = cfg.token_budget if token_budget is None else require_token_budget(token_budget)
     floor = None if min_score is None else require_finite_nonnegative(min_score, "min_score")
-    per_source = (
-        None if max_per_source is None else require_int(max_per_source, "max_per_source", minimum=1)
-    )
+    per_source = None if max_per_source is None else require_cap(max_per_source, "max_per_source")
     per_evidence = (
-        None
-        if max_per_evidence is None
-        else require_int(max_per_evidence, "max_per_evidence", minimum=1)
+        None if max_per_evidence is None else require_cap(max_per_evidence, "max_per_evidence")
     )
     excluded_types = _enum_set(NodeType, exclude_node_types, "exclude_node_types")
     allowed_sources = _enum_set(SourceType, source_types, "source_types")

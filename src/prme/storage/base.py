@@ -31,6 +31,17 @@ class OpRecord:
     checksum: str
 
 
+@dataclass(frozen=True, slots=True)
+class OpHead:
+    """An operation without its payload: what receipt retention decides on."""
+
+    op_id: str
+    user_id: str
+    target_id: str | None
+    created_at_us: int
+    checksum: str
+
+
 class Store(Protocol):
     """A memory pack: memories, vectors, lexical index, entity links and the operations log."""
 
@@ -125,6 +136,30 @@ class Store(Protocol):
         limit: int | None = None,
         newest_first: bool = False,
         order_by_target: bool = False,
-    ) -> Iterator[OpRecord]: ...
+        before: tuple[int, int] | None = None,
+    ) -> Iterator[OpRecord]:
+        """The owner's operations of one type; ``before`` = ``(created_at, seq)`` of the last
+        operation already seen keeps only older ones (newest-first paging in SQL)."""
+        ...
 
     def serialized(self, key: str) -> AbstractContextManager[None]: ...
+
+    # receipt retention (services/retention.py): the one deliberate deletion from the log
+    def op_heads(self, op_type: str, *, created_before_us: int) -> list[OpHead]:
+        """Every operation of this type (all owners) saved before ``created_before_us``, by
+        sequence, without payloads."""
+        ...
+
+    def iter_payloads(self, *, exclude_op_types: Sequence[str]) -> Iterator[str]:
+        """Every other operation's payload (streamed, by sequence)."""
+        ...
+
+    def delete_ops(self, op_type: str, op_ids: Sequence[str]) -> int:
+        """Delete these operations of ``op_type`` (retrieval receipts only) inside the caller's
+        ``serialized`` transaction, through the backend's guarded path; returns the count.
+
+        Raises:
+            InvalidInputError: ``op_type`` is not ``retrieval_receipt``.
+            IntegrityError: the append-only guard is missing (the log was tampered with).
+        """
+        ...

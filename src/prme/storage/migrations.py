@@ -224,6 +224,25 @@ def _v1(conn: Conn, s: str, v: str) -> None:
         conn.execute(f"INSERT INTO {s}.meta(key, value) VALUES (%s, %s)", (key, value))
 
 
+def _v2(conn: Conn, s: str, v: str) -> None:
+    """Receipt retention: the append-only trigger admits one deliberate path, deleting
+    ``retrieval_receipt`` rows while the transaction sets ``prme.receipt_retention`` to ``on``
+    (``PostgresStore.delete_ops``). Every other UPDATE, DELETE and TRUNCATE is still refused."""
+    conn.execute(
+        f"""CREATE OR REPLACE FUNCTION {s}.prme_append_only() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            BEGIN
+                IF TG_OP = 'DELETE' THEN
+                    IF OLD.op_type = 'retrieval_receipt' AND pg_catalog.current_setting(
+                            'prme.receipt_retention', true) = 'on' THEN
+                        RETURN OLD;
+                    END IF;
+                END IF;
+                RAISE EXCEPTION 'operations log is append-only';
+            END $$"""
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: ``apply(conn, schema, vector_schema)`` inside the upgrade transaction."""
@@ -233,7 +252,10 @@ class Migration:
     apply: Callable[[Conn, str, str], None]
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _v1),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _v1),
+    Migration(2, "receipt retention", _v2),
+)
 LATEST_VERSION = MIGRATIONS[-1].version
 
 

@@ -19,9 +19,15 @@ def select_ops(
     newest_first: bool = False,
     order_by_target: bool = False,
     by_seq: bool = False,
+    before: tuple[int, int] | None = None,
 ) -> tuple[str, list[Any]]:
-    """SQL and parameters selecting an owner's operations; ``mark`` is ``?`` or ``%s``."""
-    sql = f"SELECT {OP_COLUMNS} FROM oplog WHERE op_type = {mark} AND user_id = {mark}"
+    """SQL and parameters selecting an owner's operations; ``mark`` is ``?`` or ``%s``.
+
+    ``before`` = ``(created_at, seq)`` of the last operation of the previous page keeps only
+    older ones (``newest_first`` paging). A newest-first page across namespaces is chosen from
+    the ``oplog_namespace`` index alone (created_at and seq, no payload), and only the page's
+    rows are then read: the owner's other payloads are never loaded."""
+    where = f" FROM oplog WHERE op_type = {mark} AND user_id = {mark}"
     params: list[Any] = [op_type, user_id]
     for clause, value in (
         (f"target_id = {mark}", target_id),
@@ -29,16 +35,23 @@ def select_ops(
         (f"target_id > {mark}", after_target),
     ):
         if value is not None:
-            sql += f" AND {clause}"
+            where += f" AND {clause}"
             params.append(value)
+    if before is not None:
+        where += f" AND (created_at < {mark} OR (created_at = {mark} AND seq < {mark}))"
+        params += [before[0], before[0], before[1]]
     if by_seq:
-        sql += " ORDER BY seq"
+        order = " ORDER BY seq"
     elif order_by_target:
-        sql += " ORDER BY target_id, seq"
+        order = " ORDER BY target_id, seq"
     elif newest_first:
-        sql += " ORDER BY created_at DESC, seq DESC"
+        order = " ORDER BY created_at DESC, seq DESC"
     else:
-        sql += " ORDER BY created_at, seq"
+        order = " ORDER BY created_at, seq"
+    if limit is not None and newest_first and namespace is None and target_id is None:
+        page = f"SELECT seq{where}{order} LIMIT {mark}"
+        return f"SELECT {OP_COLUMNS} FROM oplog WHERE seq IN ({page}){order}", [*params, limit]
+    sql = f"SELECT {OP_COLUMNS}{where}{order}"
     if limit is not None:
         sql += f" LIMIT {mark}"
         params.append(limit)

@@ -59,7 +59,7 @@ from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
 from prme.retrieval.owner_index import OwnerIndex
-from prme.storage.base import OpRecord
+from prme.storage.base import OpHead, OpRecord
 from prme.storage.migrations import (
     LATEST_VERSION,
     STORE_SCHEMA_VERSION,
@@ -76,6 +76,7 @@ from prme.storage.rows import node_values
 from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
 
 BM25_K1 = 1.2
+RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
 BM25_B = 0.75
 _MEMORY_COLUMNS = (
     "rowid, id, user_id, scope, node_type, content, content_sha256, metadata, condition_state,"
@@ -763,6 +764,7 @@ class PostgresStore:
         limit: int | None = None,
         newest_first: bool = False,
         order_by_target: bool = False,
+        before: tuple[int, int] | None = None,
     ) -> Iterator[OpRecord]:
         sql, params = select_ops(
             "%s",
@@ -773,9 +775,48 @@ class PostgresStore:
             limit=limit,
             newest_first=newest_first,
             order_by_target=order_by_target,
+            before=before,
         )
         for row in self._fetchall(sql, params):
             yield _verified(row)
+
+    # ------------------------------------------------------------------ receipt retention
+    def op_heads(self, op_type: str, *, created_before_us: int) -> list[OpHead]:
+        rows = self._fetchall(
+            "SELECT op_id, user_id, target_id, created_at, checksum FROM oplog"
+            " WHERE op_type = %s AND created_at < %s ORDER BY seq",
+            (op_type, created_before_us),
+        )
+        return [OpHead(*row) for row in rows]
+
+    def iter_payloads(self, *, exclude_op_types: Sequence[str]) -> Iterator[str]:
+        sql = "SELECT payload FROM oplog WHERE NOT (op_type = ANY(%s)) ORDER BY seq"
+        with self._connection() as conn:
+            self._trace(sql)
+            if getattr(self._local, "conn", None) is conn:  # in a transaction: stream the rows
+                with conn.cursor(name="prme_payloads") as server:
+                    server.itersize = 256
+                    server.execute(sql, (list(exclude_op_types),))
+                    for (payload,) in server:
+                        yield str(payload)
+                return
+            for (payload,) in conn.execute(sql, (list(exclude_op_types),)).fetchall():
+                yield str(payload)
+
+    def delete_ops(self, op_type: str, op_ids: Sequence[str]) -> int:
+        """Deletes through the trigger's one admitted path (migration 2): only while this
+        transaction sets ``prme.receipt_retention``, and only ``retrieval_receipt`` rows."""
+        if op_type != RETAINED_OP_TYPE:
+            raise InvalidInputError("op_type", f"only {RETAINED_OP_TYPE} may be deleted", op_type)
+        with self.transaction() as conn:
+            self._run(conn, "SET LOCAL prme.receipt_retention = 'on'")
+            deleted = self._run(
+                conn,
+                "DELETE FROM oplog WHERE op_type = %s AND op_id = ANY(%s)",
+                (op_type, list(op_ids)),
+            ).rowcount
+            self._run(conn, "SET LOCAL prme.receipt_retention = 'off'")
+        return int(deleted)
 
 
 def drop_schema(url: str, schema: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import random
 import secrets
 import sqlite3
@@ -21,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.canonical import canonical_bytes, canonical_json, sha256_hex
-from prme.errors import FrozenPackError, IntegrityError
+from prme.errors import FrozenPackError, IntegrityError, InvalidInputError, ReadOnlyPackError
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -44,7 +45,7 @@ from prme.retrieval.owner_index import (
     OwnerIndex,
     code,
 )
-from prme.storage.base import OpRecord
+from prme.storage.base import OpHead, OpRecord
 from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
 from prme.storage.rows import node_values
 from prme.storage.timeutil import from_us, opt_from_us
@@ -58,6 +59,10 @@ LOCK_RETRY_SECONDS = 2.0
 # Lexical search reads the whole table's ranking without a join when the owner's in-scope
 # memories are at least this share of the pack (rowids bound the pack's size from above).
 MIN_UNJOINED_SHARE = 0.5
+
+# SQLite's answers when the pack's file or directory cannot be written (or the -shm/-wal
+# files cannot be created next to it): the pack is then opened read-only.
+_READ_ONLY_ERRORS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
 
 Tracer = Callable[[str], None]
 T = TypeVar("T")
@@ -196,9 +201,14 @@ class SQLiteStore:
         tracer: Tracer | None = None,
     ) -> None:
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
         self.db_path = self.path / DB_FILE
+        if not self.db_path.exists():  # a new pack (an existing one is never created again)
+            self.path.mkdir(parents=True, exist_ok=True)
         self.frozen = frozen
+        # "" (writable), "ro" (read-only through SQLite's WAL index) or "immutable" (read-only
+        # media where not even the WAL index can be created).
+        self.read_only_mode = ""
+        self.read_only_reason = ""
         self.tracer = tracer
         self._busy_timeout_ms = busy_timeout_ms
         self._lock_window = max(busy_timeout_ms / 1000, LOCK_RETRY_SECONDS)
@@ -210,9 +220,65 @@ class SQLiteStore:
         self._closed = False
         self._embedder: dict[str, Any] | None = None
         self._digest: tuple[int, str] | None = None
-        self._initialize()
-        self._secret = bytes.fromhex(self._meta("secret"))
-        self._pack_id = self._meta("pack_id")
+        try:
+            try:
+                self._initialize()
+            except sqlite3.OperationalError as exc:
+                if not self._read_only_failure(exc):
+                    raise
+                self._open_read_only(exc)
+            self._secret = bytes.fromhex(self._meta("secret"))
+            self._pack_id = self._meta("pack_id")
+        except BaseException:
+            self.close()  # a pack that cannot be opened leaves no connection behind
+            raise
+
+    # ----------------------------------------------------------------- read-only packs
+    @property
+    def read_only(self) -> bool:
+        """True when the pack was opened read-only (it could not be written)."""
+        return bool(self.read_only_mode)
+
+    def _read_only_failure(self, exc: sqlite3.OperationalError) -> bool:
+        """Whether opening for writing failed only because the pack cannot be written: SQLite
+        says so, and the file or its directory is indeed not writable (``access()`` also
+        reports read-only mounts to root), so a passing failure never makes a pack read-only."""
+        name = str(getattr(exc, "sqlite_errorname", ""))
+        return (
+            name.startswith(_READ_ONLY_ERRORS)
+            and self.db_path.is_file()
+            and os.access(self.db_path, os.R_OK)
+            and not (os.access(self.db_path, os.W_OK) and os.access(self.path, os.W_OK))
+        )
+
+    def _open_read_only(self, cause: sqlite3.OperationalError) -> None:
+        """Reopen an existing pack read-only: through SQLite's WAL index when it can be read
+        (``mode=ro``), else as immutable media, which is only sound when no WAL holds
+        committed pages that the database file lacks (then a typed error says what to do)."""
+        self.close()
+        self._closed = False
+        self._local = threading.local()
+        self.read_only_reason = _describe(cause)
+        self.read_only_mode = "ro"
+        try:
+            self._check_schema()
+            return
+        except sqlite3.OperationalError as exc:
+            if not self._read_only_failure(exc):
+                raise
+            self.close()
+            self._closed = False
+            self._local = threading.local()
+        wal = self.db_path.with_name(DB_FILE + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise ReadOnlyPackError(
+                "open",
+                str(self.path),
+                f"{self.read_only_reason}, and its write-ahead log {wal.name} holds changes "
+                "that can only be read with write access to the directory",
+            ) from cause
+        self.read_only_mode = "immutable"
+        self._check_schema()
 
     # ----------------------------------------------------------------- connections
     @property
@@ -224,14 +290,29 @@ class SQLiteStore:
         }
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.db_path, isolation_level=None, check_same_thread=False, timeout=30.0
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        # Several processes opening a new pack at once race to switch it to WAL.
-        _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
+        if self.read_only_mode:
+            query = "mode=ro" if self.read_only_mode == "ro" else "immutable=1"
+            conn = sqlite3.connect(
+                f"{self.db_path.resolve().as_uri()}?{query}",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=30.0,
+            )
+        else:
+            conn = sqlite3.connect(
+                self.db_path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            if not self.read_only_mode:
+                # Several processes opening a new pack at once race to switch it to WAL.
+                _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
+                conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            conn.close()
+            raise
         if self.tracer is not None:
             conn.set_trace_callback(self.tracer)
         with self._connections_lock:
@@ -259,6 +340,8 @@ class SQLiteStore:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``), or the enclosing one when nested."""
+        if self.read_only_mode:
+            raise ReadOnlyPackError("write", str(self.path), self.read_only_reason)
         conn = self.conn
         if conn.in_transaction:
             yield conn
@@ -315,6 +398,9 @@ class SQLiteStore:
             }
             for key, value in defaults.items():
                 conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        self._check_schema()
+
+    def _check_schema(self) -> None:
         version = self._meta("store_schema_version")
         if version != STORE_SCHEMA_VERSION:
             raise IntegrityError(f"unsupported pack schema version {version!r}")
@@ -359,6 +445,10 @@ class SQLiteStore:
 
     def bind_embedder(self, identity: dict[str, Any]) -> None:
         """Record the pack's embedder on first use (a retrieval configuration write)."""
+        if self.read_only_mode:  # nothing to record, or the write is refused by name
+            if self.embedder_identity() is None:
+                self._refuse_if_frozen("store")
+            return
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM meta WHERE key = 'embedder'").fetchone() is None:
                 self._refuse_if_frozen("store")
@@ -398,6 +488,8 @@ class SQLiteStore:
 
     # ---------------------------------------------------------------- content writes
     def _refuse_if_frozen(self, operation: str) -> None:
+        if self.read_only_mode:
+            raise ReadOnlyPackError(operation, str(self.path), self.read_only_reason)
         if self.frozen:
             raise FrozenPackError(operation)
 
@@ -677,6 +769,7 @@ class SQLiteStore:
         limit: int | None = None,
         newest_first: bool = False,
         order_by_target: bool = False,
+        before: tuple[int, int] | None = None,
     ) -> Iterator[OpRecord]:
         sql, params = select_ops(
             "?",
@@ -687,9 +780,58 @@ class SQLiteStore:
             limit=limit,
             newest_first=newest_first,
             order_by_target=order_by_target,
+            before=before,
         )
         for row in self.conn.execute(sql, params).fetchall():
             yield self._op(row)
+
+    # ------------------------------------------------------------------ receipt retention
+    def op_heads(self, op_type: str, *, created_before_us: int) -> list[OpHead]:
+        rows = self.conn.execute(
+            "SELECT op_id, user_id, target_id, created_at, checksum FROM oplog"
+            " WHERE op_type = ? AND created_at < ? ORDER BY seq",
+            (op_type, created_before_us),
+        ).fetchall()
+        return [OpHead(*row) for row in rows]
+
+    def iter_payloads(self, *, exclude_op_types: Sequence[str]) -> Iterator[str]:
+        cursor = self.conn.execute(
+            "SELECT payload FROM oplog WHERE op_type NOT IN (SELECT value FROM json_each(?))"
+            " ORDER BY seq",
+            (json.dumps(list(exclude_op_types)),),
+        )
+        for (payload,) in cursor:
+            yield str(payload)
+
+    def delete_ops(self, op_type: str, op_ids: Sequence[str]) -> int:
+        """The delete trigger is dropped, the receipts deleted and the trigger re-created from
+        its own stored text, all inside the caller's transaction: no other connection ever sees
+        the log unguarded, and a failure anywhere rolls all of it back."""
+        if op_type != RETAINED_OP_TYPE:
+            raise InvalidInputError("op_type", f"only {RETAINED_OP_TYPE} may be deleted", op_type)
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+                (_DELETE_GUARD,),
+            ).fetchone()
+            if row is None:
+                raise IntegrityError(f"the operations log has lost its {_DELETE_GUARD} trigger")
+            conn.execute(f"DROP TRIGGER {_DELETE_GUARD}")
+            deleted = conn.execute(
+                "DELETE FROM oplog WHERE op_type = ? AND op_id IN (SELECT value FROM json_each(?))",
+                (op_type, json.dumps(list(op_ids))),
+            ).rowcount
+            conn.execute(str(row[0]))
+        return int(deleted)
+
+
+RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
+_DELETE_GUARD = "oplog_append_only_delete"
+
+
+def _describe(exc: sqlite3.OperationalError) -> str:
+    name = getattr(exc, "sqlite_errorname", "")
+    return f"{exc}" + (f" ({name})" if name else "")
 
 
 def _retry_locked(action: Callable[[], T], window: float) -> T:
