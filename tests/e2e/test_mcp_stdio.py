@@ -74,7 +74,9 @@ async def mcp_session(
 # ------------------------------------------------------------------------- schemas
 def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
     async def body() -> dict[str, Any]:
-        async with mcp_session(tmp_path / "pack", errlog=tmp_path / "err.log") as session:
+        async with mcp_session(
+            tmp_path / "pack", "--user-id", "alice", errlog=tmp_path / "err.log"
+        ) as session:
             return {t.name: t for t in (await session.list_tools()).tools}
 
     tools = anyio.run(body)

@@ -41,7 +41,7 @@ from prme.auth import Identity, KeyRing
 from prme.canonical import canonical_json
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
-from prme.errors import http_status_for, public_message
+from prme.errors import is_expected, public_message
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -105,11 +105,12 @@ class _KeyVerifier:
 
 @contextmanager
 def _tool_errors() -> Iterator[None]:
-    """Expected errors become tool errors with their public message; others stay crashes."""
+    """Expected errors (4xx, and temporary 503s) become tool errors with their public message;
+    others stay crashes."""
     try:
         yield
     except Exception as exc:
-        if http_status_for(exc) < 500:
+        if is_expected(exc):
             raise ToolError(public_message(exc)) from exc
         raise
 

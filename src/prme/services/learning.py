@@ -15,7 +15,7 @@ from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.scope import ScopeInput, normalize_scope_key
 from prme.services import reports
 from prme.services.relevance import read_judgments
-from prme.validation import require_int, require_owner
+from prme.validation import require_int, require_owner, require_text
 
 LEARNING_REPORT_OP = "learning_evaluation"
 MAX_RECORDS_LIMIT = 100_000
@@ -36,6 +36,10 @@ def evaluate_learning(
     owner = require_owner(user_id)
     bound = require_int(max_records, "max_records", minimum=1, maximum=MAX_RECORDS_LIMIT)
     normalize_scope_key(scopes, "scopes")  # fail on bad scopes before reading anything
+    if isinstance(query_groups, Mapping):  # gate 1 checks the rest of the mapping
+        for name in query_groups.values():
+            if isinstance(name, str):
+                require_text(name, "query_groups", identifier=True)
     with gc_paused():
         judgments = read_judgments(engine, owner, limit=bound + 1)
         if len(judgments) > bound:

@@ -24,18 +24,11 @@ from prme.models.enums import (
 from prme.models.memory import MemoryNode, StoreReceipt
 from prme.models.scope import ScopeInput, normalize_scope
 from prme.retrieval.query import extract_entities
-from prme.validation import require_aware, require_owner, require_uuid
+from prme.validation import require_aware, require_owner, require_text, require_uuid
 
 MAX_CONTENT_BYTES = 1_000_000
 MAX_METADATA_DEPTH = 64
 MAX_TTL_DAYS = 1_000_000
-
-
-def _utf8(value: str, field: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError(field, "must be valid Unicode text (no lone surrogates)") from None
 
 
 def _depth(value: Any, limit: int) -> int:
@@ -131,7 +124,7 @@ def build_node(
         raise InvalidInputError("content", "must be a string", content)
     if not content.strip():
         raise InvalidInputError("content", "must not be blank", content)
-    _utf8(content, "content")
+    require_text(content, "content")
     if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
         raise InvalidInputError("content", f"exceeds {MAX_CONTENT_BYTES} bytes")
     scopes = normalize_scope(scope, "scope")
@@ -140,11 +133,11 @@ def build_node(
     ntype = _enum(NodeType, node_type, "node_type")
     if not isinstance(role, str) or not role.strip():
         raise InvalidInputError("role", "must be a non-blank string", role)
-    _utf8(role, "role")
+    require_text(role, "role")
     if session_id is not None:
         if not isinstance(session_id, str):
             raise InvalidInputError("session_id", "must be a string", session_id)
-        _utf8(session_id, "session_id")
+        require_text(session_id, "session_id")
     epistemic = (
         default_epistemic(role, ntype)
         if epistemic_type is None
@@ -184,7 +177,7 @@ def build_node(
             encoded = canonical_json(meta)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError("metadata", f"must be JSON-serializable ({exc})") from None
-        _utf8(encoded, "metadata")
+        require_text(encoded, "metadata")
     event = require_aware(event_time, "event_time")
     start = require_aware(valid_from, "valid_from") or now
     end = require_aware(valid_to, "valid_to")

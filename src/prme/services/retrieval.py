@@ -58,6 +58,7 @@ from prme.validation import (
     require_finite_nonnegative,
     require_int,
     require_owner,
+    require_text,
 )
 
 log = logging.getLogger("prme.retrieval")
@@ -234,12 +235,7 @@ def retrieve(
     owner = require_owner(user_id)
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query", "must be a non-blank string", query)
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError(
-            "query", "must be valid Unicode text (no lone surrogates)"
-        ) from None
+    require_text(query, "query")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInputError("query", f"must be at most {MAX_QUERY_CHARS} characters")
     scopes = normalize_scope(scope, "scope")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
@@ -21,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.canonical import canonical_bytes, canonical_json, sha256_hex
-from prme.errors import FrozenPackError, IntegrityError
+from prme.errors import FrozenPackError, IntegrityError, StorageUnavailableError
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -58,6 +59,7 @@ LOCK_RETRY_SECONDS = 2.0
 # Lexical search reads the whole table's ranking without a join when the owner's in-scope
 # memories are at least this share of the pack (rowids bound the pack's size from above).
 MIN_UNJOINED_SHARE = 0.5
+DISK_FULL = "the disk is full; nothing was written (free space, then retry)"
 
 Tracer = Callable[[str], None]
 T = TypeVar("T")
@@ -263,20 +265,40 @@ class SQLiteStore:
         if conn.in_transaction:
             yield conn
             return
-        _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
+        with self._temporary_errors():
+            _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                # After a full disk or an I/O error SQLite has already rolled back; a second
+                # ROLLBACK would fail and hide the real error behind "no transaction is active".
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    exc.add_note(
+                        f"prme: the write to {self.db_path} was rolled back; nothing was saved"
+                    )
+                raise
+
+    @contextmanager
+    def _temporary_errors(self) -> Iterator[None]:
+        """A write that outwaited the busy timeout (``SQLITE_BUSY``/``SQLITE_LOCKED``) or met a
+        full disk (``SQLITE_FULL``, ``ENOSPC``) raises :class:`StorageUnavailableError`."""
         try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            # After a full disk or an I/O error SQLite has already rolled back; a second
-            # ROLLBACK would fail and hide the real error behind "no transaction is active".
-            if conn.in_transaction:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                exc.add_note(
-                    f"prme: the write to {self.db_path} was rolled back; nothing was saved"
-                )
+            yield
+        except sqlite3.OperationalError as exc:
+            code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+            if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                detail = f"the pack stayed locked by another writer for {self._lock_window:g} s"
+                raise StorageUnavailableError(str(self.db_path), f"{detail}; retry later") from exc
+            if code == sqlite3.SQLITE_FULL:
+                raise StorageUnavailableError(str(self.db_path), DISK_FULL, 30) from exc
+            raise
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise StorageUnavailableError(str(self.db_path), DISK_FULL, 30) from exc
             raise
 
     @contextmanager
