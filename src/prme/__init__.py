@@ -28,7 +28,7 @@ from prme.models.holdout import (
     FullRetrievalTrial,
 )
 from prme.models.learning import LearningConfig, LearningEvaluation, QueryLearningResult
-from prme.models.memory import MemoryNode
+from prme.models.memory import MemoryNode, MemoryRecord
 from prme.models.profiles import (
     RankingProfile,
     RankingProfileApplication,
@@ -59,6 +59,7 @@ __all__ = [
     "LifecycleState",
     "MemoryClient",
     "MemoryNode",
+    "MemoryRecord",
     "NodeType",
     "NotFoundError",
     "PRMEConfig",

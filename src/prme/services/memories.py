@@ -6,9 +6,11 @@ import inspect
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from contextlib import suppress
+from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from prme.canonical import canonical_json
@@ -21,9 +23,12 @@ from prme.models.enums import (
     Scope,
     SourceType,
 )
-from prme.models.memory import MemoryNode, StoreReceipt
+from prme.models.memory import MemoryNode, MemoryRecord, StoreReceipt, stated_time
 from prme.models.scope import ScopeInput, normalize_scope
+from prme.retrieval.features import ttl_expired
+from prme.retrieval.owner_index import NO_TTL
 from prme.retrieval.query import extract_entities
+from prme.storage.timeutil import to_us
 from prme.validation import require_aware, require_owner, require_text, require_uuid
 
 MAX_CONTENT_BYTES = 1_000_000
@@ -282,8 +287,22 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
     return [str(n.id) for n in nodes]
 
 
-def get(engine: Engine, node_id: object, *, user_id: str) -> MemoryNode | None:
-    return engine.store.get_memory(require_owner(user_id), str(require_uuid(node_id, "node_id")))
+def _record(node: MemoryNode, clock_us: int) -> MemoryRecord:
+    """``node`` with whether its TTL has run out by ``clock_us`` (the retrieval rule)."""
+    stated = stated_time(node)
+    ttl = NO_TTL if node.ttl_days is None else node.ttl_days
+    expired = ttl_expired(np.array([to_us(stated)]), np.array([ttl]), clock_us)
+    expires_at = None
+    if node.ttl_days is not None:
+        with suppress(OverflowError):  # after 9999-12-31: never within a datetime's range
+            expires_at = stated + timedelta(days=node.ttl_days)
+    return MemoryRecord(**dict(node), expires_at=expires_at, expired=bool(expired[0]))
+
+
+def get(engine: Engine, node_id: object, *, user_id: str) -> MemoryRecord | None:
+    """The owner's memory (saying whether it has expired at the engine's clock), or None."""
+    node = engine.store.get_memory(require_owner(user_id), str(require_uuid(node_id, "node_id")))
+    return None if node is None else _record(node, to_us(engine.clock()))
 
 
 def list_memories(
@@ -293,13 +312,16 @@ def list_memories(
     scope: ScopeInput = None,
     limit: int = 100,
     after_id: object = None,
-) -> list[MemoryNode]:
+) -> list[MemoryRecord]:
+    """The owner's memories by id, expired ones included and marked ``expired``."""
     from prme.validation import require_page_limit
 
     after = None if after_id is None else str(require_uuid(after_id, "after_id"))
-    return engine.store.list_memories(
+    nodes = engine.store.list_memories(
         require_owner(user_id), normalize_scope(scope), require_page_limit(limit), after
     )
+    clock_us = to_us(engine.clock())
+    return [_record(node, clock_us) for node in nodes]
 
 
 def delete(engine: Engine, node_id: object, *, user_id: str) -> bool:

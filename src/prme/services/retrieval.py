@@ -338,6 +338,7 @@ def retrieve(
         exclude_node_types=excluded_types or frozenset(),
         source_types=allowed_sources,
         unverified_threshold=cfg.unverified_confidence_threshold,
+        clock_us=now_us,
     )
     pos = pool[keep_mask(ix, pool, settings)]
     n = len(pos)

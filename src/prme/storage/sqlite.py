@@ -39,6 +39,7 @@ from prme.retrieval.owner_index import (
     EPISTEMIC,
     LIFECYCLES,
     NO_TIME,
+    NO_TTL,
     NODE_TYPES,
     SCOPES,
     SOURCES,
@@ -93,6 +94,7 @@ _INDEX_COLUMNS = (
     "m.pinned",
     "m.content_sha256",
     "m.evidence_refs",
+    "m.ttl_days",
 )
 
 
@@ -121,6 +123,7 @@ def _index_row(r: tuple[Any, ...]) -> dict[str, Any]:
         "pinned": bool(r[20]),
         "content_sha256": r[21],
         "evidence_refs": r[22],
+        "ttl_days": NO_TTL if r[23] is None else r[23],
     }
 
 
