@@ -23,6 +23,7 @@ test: install
 		tests/test_receipts.py tests/test_client.py tests/test_relevance.py \
 		tests/learning/test_evaluate_learning_e2e.py tests/learning/test_holdout_e2e.py \
 		tests/test_profiles.py tests/test_pointer.py tests/test_profile_resolution.py \
-		tests/test_profile_concurrency.py tests/test_learning_workflow.py
+		tests/test_profile_concurrency.py tests/test_learning_workflow.py \
+		tests/test_validation.py tests/test_ttl.py
 
 .PHONY: install demo test
