@@ -263,27 +263,33 @@ class SQLiteStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        """:meth:`_transaction`, where a lock wait past the busy timeout or a full disk raises
+        :class:`StorageUnavailableError` (temporary: retry later)."""
+        with self._temporary_errors(), self._transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``), or the enclosing one when nested."""
         conn = self.conn
         if conn.in_transaction:
             yield conn
             return
-        with self._temporary_errors():
-            _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                # After a full disk or an I/O error SQLite has already rolled back; a second
-                # ROLLBACK would fail and hide the real error behind "no transaction is active".
-                if conn.in_transaction:
-                    with suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    exc.add_note(
-                        f"prme: the write to {self.db_path} was rolled back; nothing was saved"
-                    )
-                raise
+        _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            # After a full disk or an I/O error SQLite has already rolled back; a second
+            # ROLLBACK would fail and hide the real error behind "no transaction is active".
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                exc.add_note(
+                    f"prme: the write to {self.db_path} was rolled back; nothing was saved"
+                )
+            raise
 
     @contextmanager
     def _temporary_errors(self) -> Iterator[None]:
