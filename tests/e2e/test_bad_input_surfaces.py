@@ -25,6 +25,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_helpers import call, open_pack, refused
 from test_http_server import free_port, running_server, server_env
 
+from prme import MemoryClient, PRMEConfig, ScoringWeights
+from prme.config import EmbeddingConfig
 from prme.storage.sqlite import DB_FILE
 
 EXTREMES = ("9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+01:00")
@@ -40,6 +42,7 @@ RETRIEVE_TIMES = (
 OUT_OF_RANGE = "within years 1 to 9999"
 SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash"}
 BIG = "x" * 20000  # a few of these fill the 1 MiB disk
+CONFIG = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider="hash"))
 
 
 @contextmanager
@@ -167,15 +170,9 @@ def test_a_held_write_lock_is_503_with_retry_after_over_http(
     assert len(found.json()["results"]) == 1  # the refused store wrote nothing
 
 
-def test_a_full_disk_is_503_with_retry_after_over_http(tmp_path: Path) -> None:
-    port = free_port()
-    mount = tmp_path / "disk"
-    command = small_disk(
-        mount,
-        sys.executable,
-        *("-m", "prme.http.server", "--path", str(mount / "pack"), "--port", str(port)),
-    )
-    log = tmp_path / "server.log"
+@contextmanager
+def started(command: list[str], port: int, log: Path) -> Iterator[str]:
+    """Run an HTTP server ``command`` listening on ``port``; yields its URL once healthy."""
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=server_env(), stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -190,6 +187,51 @@ def test_a_full_disk_is_503_with_retry_after_over_http(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def test_a_lock_timeout_on_postgresql_is_503_with_retry_after_over_http(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    from psycopg.conninfo import make_conninfo
+
+    from prme.storage.postgres import drop_schema
+
+    schema = f"t_lock_{time.monotonic_ns() % 10**12}"
+    pack_url = make_conninfo(postgres_url, options=f"-csearch_path={schema}")
+    impatient = make_conninfo(postgres_url, options=f"-csearch_path={schema} -c lock_timeout=300")
+    port = free_port()
+    command = [sys.executable, "-m", "prme.http.server", "--postgres", impatient]
+    try:
+        with (
+            MemoryClient(config=CONFIG, postgres_url=pack_url) as holder,
+            started([*command, "--port", str(port)], port, tmp_path / "server.log") as url,
+            httpx.Client(base_url=url, timeout=60.0) as http,
+        ):
+            body = {"content": "Locked out for a moment.", "user_id": "locks"}
+            with holder.engine.store.serialized("memories"):  # a concurrent content write
+                response = http.post("/v1/store", json=body)
+            assert response.status_code == 503, response.text
+            assert response.headers["Retry-After"] == "1"
+            assert "lock timeout" in response.json()["detail"]
+            assert http.post("/v1/store", json=body).status_code == 200
+            assert len(holder.list(user_id="locks")) == 1  # the refused store wrote nothing
+    finally:
+        drop_schema(postgres_url, schema)
+
+
+def test_a_full_disk_is_503_with_retry_after_over_http(tmp_path: Path) -> None:
+    port = free_port()
+    mount = tmp_path / "disk"
+    command = small_disk(
+        mount,
+        sys.executable,
+        *("-m", "prme.http.server", "--path", str(mount / "pack"), "--port", str(port)),
+    )
+    with started(command, port, tmp_path / "server.log") as url:
         statuses = []
         with httpx.Client(base_url=url, timeout=60.0) as http:
             for index in range(200):
@@ -205,9 +247,6 @@ def test_a_full_disk_is_503_with_retry_after_over_http(tmp_path: Path) -> None:
             found = http.post("/v1/retrieve", json={"query": "memory", "user_id": "disk"})
             assert found.status_code == 200
             assert len(found.json()["results"]) == len(statuses) - 1  # nothing half-written
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
 
 
 # ------------------------------------------------------------------------------------- MCP
