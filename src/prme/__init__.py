@@ -29,7 +29,7 @@ from prme.models.holdout import (
     FullRetrievalTrial,
 )
 from prme.models.learning import LearningConfig, LearningEvaluation, QueryLearningResult
-from prme.models.memory import MemoryNode
+from prme.models.memory import MemoryNode, MemoryRecord
 from prme.models.profiles import (
     RankingProfile,
     RankingProfileApplication,
@@ -60,6 +60,7 @@ __all__ = [
     "LifecycleState",
     "MemoryClient",
     "MemoryNode",
+    "MemoryRecord",
     "NodeType",
     "NotFoundError",
     "PRMEConfig",

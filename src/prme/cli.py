@@ -312,20 +312,30 @@ def serve(path: Path, host: str, port: int, log_level: str, postgres_url: str | 
 @path_option()
 @click.option("--user-id", envvar="PRME_USER_ID", help="Bind every call to this owner.")
 @click.option(
+    "--multi-owner", is_flag=True, help="Bind nobody: every call names its user_id (explicit)."
+)
+@click.option(
     "--transport",
     type=click.Choice(["stdio", "http"]),
     default="stdio",
-    help="MCP transport: stdio (one client, owner fixed) or streamable HTTP.",
+    help="MCP transport: stdio or streamable HTTP.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP listen address.")
 @click.option("--port", default=8765, show_default=True, help="HTTP port (0: any free one).")
 @click.pass_context
-def mcp(ctx: click.Context, /, path: Path, user_id: str | None, **listen: Any) -> None:
-    """Serve the pack as an MCP server (stdio or streamable HTTP)."""
+def mcp(
+    ctx: click.Context, /, path: Path, user_id: str | None, multi_owner: bool, **listen: Any
+) -> None:
+    """Serve the pack as an MCP server (stdio or streamable HTTP).
+
+    It refuses to start when it would bind nobody (no --user-id, no HTTP keys) unless
+    --multi-owner is given.
+    """
     from prme.mcp.server import main as mcp_main
 
     argv = ["--path", str(path), *(f"--{k}={v}" for k, v in listen.items())]
-    ctx.exit(mcp_main([*argv, *(["--user-id", user_id] if user_id else [])]))
+    argv += ["--user-id", user_id] if user_id else []
+    ctx.exit(mcp_main([*argv, *(["--multi-owner"] if multi_owner else [])]))
 
 
 @main.command()

@@ -21,7 +21,7 @@ from prme.models.holdout import (
     FullRetrievalTrial,
 )
 from prme.models.learning import LearningConfig, LearningEvaluation
-from prme.models.memory import MemoryNode, StoreReceipt
+from prme.models.memory import MemoryRecord, StoreReceipt
 from prme.models.profiles import (
     RankingProfile,
     RankingProfileState,
@@ -141,6 +141,11 @@ class MemoryClient:
         Keyword fields: scope, node_type, session_id, role, metadata, confidence,
         epistemic_type, source_type, event_time, valid_from, valid_to, salience, pinned,
         ttl_days. Raises InvalidInputError naming the field; nothing is written on error.
+
+        ``ttl_days = N`` keeps the memory retrievable until its stated time (``event_time``,
+        else the time it was stored) plus N days, inclusive; after that it leaves retrieval
+        (``get``/``list`` still return it with ``expired=True``). None (the default) never
+        expires.
         """
         return str(memories.store(self.engine, content, user_id=user_id, **fields).node_id)
 
@@ -157,14 +162,16 @@ class MemoryClient:
         """Store a batch in one transaction; each item is a text or a dict of store fields."""
         return memories.store_many(self.engine, items, user_id=user_id)  # type: ignore[arg-type]
 
-    def get(self, node_id: object, *, user_id: str) -> MemoryNode | None:
-        """The owner's memory, or None (another owner's id looks missing)."""
+    def get(self, node_id: object, *, user_id: str) -> MemoryRecord | None:
+        """The owner's memory, or None (another owner's id looks missing). ``expired`` says
+        its ``ttl_days`` ran out at the client's clock (retrieval no longer returns it)."""
         return memories.get(self.engine, node_id, user_id=user_id)
 
     def list(
         self, *, user_id: str, scope: ScopeInput = None, limit: int = 100, after_id: object = None
-    ) -> list[MemoryNode]:
-        """The owner's memories ordered by id, paged with ``after_id``."""
+    ) -> list[MemoryRecord]:
+        """The owner's memories ordered by id, paged with ``after_id``; expired ones are
+        listed with ``expired=True``."""
         return memories.list_memories(
             self.engine, user_id=user_id, scope=scope, limit=limit, after_id=after_id
         )

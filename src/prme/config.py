@@ -49,6 +49,9 @@ class APIConfig(_Section):
 class MCPConfig(_Section):
     user_id: str | None = None
     user_keys: dict[str, SecretStr] = Field(default_factory=dict)
+    # Serve with nobody bound: every call names its user_id. Off by default, so a server
+    # without --user-id (or HTTP keys) refuses to start instead of serving every owner.
+    multi_owner: bool = False
 
 
 class StorageConfig(_Section):

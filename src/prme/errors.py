@@ -88,11 +88,15 @@ class AuthenticationError(PRMEError, PermissionError):
 
 
 class StorageUnavailableError(PRMEError, ConnectionError):
-    """The storage server cannot be reached; ``storage`` names it (never with a password)."""
+    """The storage is temporarily unusable: the server cannot be reached, the pack stayed
+    locked past the busy timeout, or the disk is full. Nothing was written; retry after
+    ``retry_after`` seconds (HTTP 503 with ``Retry-After``). ``storage`` names it (never with a
+    password)."""
 
-    def __init__(self, storage: str, detail: str) -> None:
+    def __init__(self, storage: str, detail: str, retry_after: int = 1) -> None:
         self.storage = storage
         self.detail = detail
+        self.retry_after = retry_after
         super().__init__(f"storage unavailable: {storage}: {detail}")
 
 
@@ -119,7 +123,12 @@ def http_status_for(exc: BaseException) -> int:
     return 500
 
 
+def is_expected(exc: BaseException) -> bool:
+    """An error a caller can act on: invalid input, not found, stale, or temporary (503)."""
+    status = http_status_for(exc)
+    return status < 500 or status == 503
+
+
 def public_message(exc: BaseException) -> str:
     """What a surface may show: the message of an expected error, nothing internal otherwise."""
-    status = http_status_for(exc)
-    return str(exc) if status < 500 or status == 503 else "Internal server error"
+    return str(exc) if is_expected(exc) else "Internal server error"

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from datetime import UTC, datetime
 
 from prme.errors import InvalidInputError
 from prme.limits import MAX_PAGE_SIZE, MAX_RESULT_LIMIT, MAX_TOKEN_BUDGET
+
+# C0 and C1 control characters (Unicode category Cc), DEL included: never part of an identifier.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+UTC_RANGE = "must lie within years 1 to 9999 once converted to UTC"
+
+
+def require_text(value: str, field: str, *, identifier: bool = False) -> str:
+    """``value`` if it is valid Unicode (UTF-8 encodable: no lone surrogates); an
+    ``identifier`` (an owner, a group name) must also have no control characters."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(field, "must be valid Unicode text (no lone surrogates)") from None
+    if identifier and _CONTROL.search(value):
+        raise InvalidInputError(field, "must not contain control characters", value)
+    return value
 
 
 def require_owner(user_id: object, field: str = "user_id") -> str:
@@ -15,7 +32,7 @@ def require_owner(user_id: object, field: str = "user_id") -> str:
         raise InvalidInputError(field, "must be a non-blank string", user_id)
     if len(user_id) > 256:
         raise InvalidInputError(field, "must be at most 256 characters")
-    return user_id
+    return require_text(user_id, field, identifier=True)
 
 
 def require_uuid(value: object, field: str) -> uuid.UUID:
@@ -29,14 +46,25 @@ def require_uuid(value: object, field: str) -> uuid.UUID:
     raise InvalidInputError(field, "must be a UUID or its string form", value)
 
 
-def require_aware(value: datetime | None, field: str) -> datetime | None:
-    if value is None:
-        return None
+def to_utc(value: datetime, field: str = "datetime") -> datetime:
+    """An aware datetime in UTC: the one conversion every time input goes through.
+
+    Raises:
+        InvalidInputError: naive, or outside ``datetime``'s range once converted (for example
+            ``9999-12-31T23:59:59-14:00`` or ``0001-01-01T00:00:00+01:00``).
+    """
     if not isinstance(value, datetime):
         raise InvalidInputError(field, "must be a datetime", value)
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInputError(field, f"{field} must include a timezone", value)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError(field, f"{field} {UTC_RANGE}", value.isoformat()) from None
+
+
+def require_aware(value: datetime | None, field: str) -> datetime | None:
+    return None if value is None else to_utc(value, field)
 
 
 def require_int(value: object, field: str, *, minimum: int, maximum: int | None = None) -> int:

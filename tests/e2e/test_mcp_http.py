@@ -146,13 +146,16 @@ def test_without_keys_http_listens_on_loopback_only(
 ) -> None:
     monkeypatch.delenv("PRME_MCP__USER_KEYS", raising=False)
     pack = tmp_path / "pack"
+    listen = ["--transport", "http", "--host", "0.0.0.0", "--port", "0", "--multi-owner"]
     with pytest.raises(SystemExit) as exit_info:
-        main(["--path", str(pack), "--transport", "http", "--host", "0.0.0.0", "--port", "0"])
+        main(["--path", str(pack), *listen])
     assert exit_info.value.code == 2
     assert "only listens on loopback" in capsys.readouterr().err
     assert not pack.exists()  # refused before anything was opened
     with open_pack(pack) as memory, pytest.raises(PermissionError, match="loopback"):
-        serve(memory, MCPConfig(), transport="http", host="0.0.0.0", port=0)
+        serve(memory, MCPConfig(multi_owner=True), transport="http", host="0.0.0.0", port=0)
+    with open_pack(pack) as memory, pytest.raises(PermissionError, match="no owner is bound"):
+        serve(memory, MCPConfig(), transport="http", host="127.0.0.1", port=0)
 
 
 def test_empty_or_shared_keys_are_refused(tmp_path: Path) -> None:

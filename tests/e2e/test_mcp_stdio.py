@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -72,7 +74,9 @@ async def mcp_session(
 # ------------------------------------------------------------------------- schemas
 def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
     async def body() -> dict[str, Any]:
-        async with mcp_session(tmp_path / "pack", errlog=tmp_path / "err.log") as session:
+        async with mcp_session(
+            tmp_path / "pack", "--user-id", "alice", errlog=tmp_path / "err.log"
+        ) as session:
             return {t.name: t for t in (await session.list_tools()).tools}
 
     tools = anyio.run(body)
@@ -232,7 +236,7 @@ def test_owner_is_bound_by_configuration(tmp_path: Path) -> None:
                 s, "memory_retrieve", query="tea", user_id="alice"
             )
             out["bob_store"] = await call(s, "memory_store", content="Bob likes coffee.")
-        async with mcp_session(pack, errlog=errlog) as s:  # nobody bound
+        async with mcp_session(pack, "--multi-owner", errlog=errlog) as s:  # nobody bound
             out["unbound"] = await refused(s, "memory_retrieve", query="tea")
             out["unbound_named"] = await call(s, "memory_retrieve", query="tea", user_id="bob")
             out["foreign_receipt"] = await call(
@@ -260,6 +264,38 @@ def test_owner_is_bound_by_configuration(tmp_path: Path) -> None:
         assert [m.content for m in memory.list(user_id="alice")] == ["Alice likes tea."]
         assert [m.content for m in memory.list(user_id="bob")] == ["Bob likes coffee."]
         assert memory.list_relevance(user_id="bob") == []
+
+
+def test_a_server_that_would_bind_nobody_refuses_to_start(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRME_")}
+    env.update(SERVER_ENV)
+    for command in (
+        [sys.executable, "-m", "prme.mcp", "--path", str(tmp_path / "a")],
+        [sys.executable, "-m", "prme", "mcp", "--path", str(tmp_path / "b")],
+        [sys.executable, "-m", "prme.mcp", "--path", str(tmp_path / "c"), "--transport", "http"],
+    ):
+        # stdin stays open: a server that started would wait for messages, not exit
+        run = subprocess.run(command, env=env, input=b"", capture_output=True, timeout=60)
+        assert run.returncode == 2, (command, run.stderr.decode())
+        assert "no owner is bound" in run.stderr.decode() and "--multi-owner" in run.stderr.decode()
+    assert not any((tmp_path / name).exists() for name in "abc")  # no pack was even opened
+
+    async def body() -> list[str]:  # the environment binds, or explicitly opts out
+        out = []
+        async with mcp_session(
+            tmp_path / "d", errlog=tmp_path / "err.log", env={"PRME_MCP__USER_ID": "alice"}
+        ) as s:
+            out.append((await call(s, "memory_store", content="Alice likes tea."))["node_id"])
+        async with mcp_session(
+            tmp_path / "d", errlog=tmp_path / "err.log", env={"PRME_MCP__MULTI_OWNER": "true"}
+        ) as s:
+            assert OWNER_REQUIRED in await refused(s, "memory_retrieve", query="tea")
+            found = await call(s, "memory_retrieve", query="tea", user_id="alice")
+            out.append(found["results"][0]["node"]["id"])
+        return out
+
+    stored, found = anyio.run(body)
+    assert stored == found
 
 
 # ---------------------------------------------------------------- invalid input

@@ -155,10 +155,12 @@ def model_bases(profile_pack: ProfilePack, tmp_path: Path) -> dict[type[BaseMode
         state = memory.activate_ranking_profile(profile_id, user_id=OWNER)
         status = memory.get_ranking_profile_status(profile_id, user_id=OWNER)
         integrity = memory.check_pack()
-    assert receipt is not None and status is not None
+        stored = memory.get(response.results[0].node.id, user_id=OWNER)
+    assert receipt is not None and status is not None and stored is not None
     values: list[BaseModel] = [
         response,
         response.results[0].node,
+        stored,
         receipt,
         record,
         gold.proposal,

@@ -13,6 +13,7 @@ from conftest import FakeClock, make_config
 
 from prme import MemoryClient
 from prme.config import StorageConfig
+from prme.errors import StorageUnavailableError
 from prme.storage.sqlite import LOCK_RETRY_SECONDS
 
 from .harness import OWNER, Child
@@ -78,11 +79,15 @@ def test_a_write_lock_held_past_the_busy_timeout(tmp_path: Path) -> None:
         blocker.execute("BEGIN IMMEDIATE")  # another process's long write transaction
         try:
             started = time.monotonic()
-            with pytest.raises(sqlite3.OperationalError, match="database is locked") as info:
+            # temporary (HTTP 503 with Retry-After), caused by SQLite's "database is locked"
+            with pytest.raises(StorageUnavailableError, match="retry later") as info:
                 memory.store("Aster moved to MySQL", user_id=OWNER)
             waited = time.monotonic() - started
             assert LOCK_RETRY_SECONDS <= waited < LOCK_RETRY_SECONDS + 1.5
-            assert any("retry later" in note for note in info.value.__notes__)
+            cause = info.value.__cause__
+            assert isinstance(cause, sqlite3.OperationalError)
+            assert "database is locked" in str(cause)
+            assert any("retry later" in note for note in cause.__notes__)
             response = memory.retrieve(QUERY, user_id=OWNER, limit=5)
             assert response.results and response.metadata.receipt_persisted is False
         finally:

@@ -34,6 +34,7 @@ from prme.retrieval.owner_index import (
     EPISTEMIC,
     LIFECYCLES,
     NO_TIME,
+    NO_TTL,
     NODE_TYPES,
     SCOPES,
     SOURCES,
@@ -68,6 +69,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "salience_base": 0.5,
         "reinforcement_boost": 0.0,
         "pinned": False,
+        "ttl_days": None,
     }
     base.update(overrides)
     return base
@@ -91,6 +93,7 @@ def index(*rows: dict[str, Any]) -> tuple[OwnerIndex, np.ndarray[Any, np.dtype[n
         e["condition"] = CONDITIONS.index(r["condition"] or "unknown")
         for name in ("event_time", "valid_to"):
             e[name] = NO_TIME if r[name] is None else r[name]
+        e["ttl_days"] = NO_TTL if r["ttl_days"] is None else r["ttl_days"]
         e.update(rowid=i, id=f"id-{i}", content_sha256="0" * 64, evidence_refs=f"[{i}]")
         encoded.append(e)
     ix = OwnerIndex(4)
@@ -118,6 +121,24 @@ def kept(rows: list[dict[str, Any]], **filters: Any) -> list[bool]:
     ix, pos = index(*rows)
     mask: list[bool] = keep_mask(ix, pos, settings(**filters)).tolist()
     return mask
+
+
+def test_ttl_keeps_a_memory_until_its_stated_time_plus_ttl_days() -> None:
+    event = NOW_US + 10 * DAY
+    rows = [
+        row(),  # no TTL: never expires
+        row(ttl_days=0),  # lives through its created_at instant only
+        row(ttl_days=30),
+        row(ttl_days=1, event_time=event),  # the event time is the stated time
+        row(ttl_days=0, node_type="preference"),  # no type is exempt
+    ]
+    assert kept(rows, clock_us=NOW_US) == [True, True, True, True, True]
+    assert kept(rows, clock_us=NOW_US + 1) == [True, False, True, True, False]
+    assert kept(rows, clock_us=NOW_US + 30 * DAY) == [True, False, True, False, False]
+    assert kept(rows, clock_us=NOW_US + 30 * DAY + 1) == [True, False, False, False, False]
+    assert kept(rows, clock_us=event + DAY) == [True, False, True, True, False]
+    assert kept(rows, clock_us=event + DAY + 1) == [True, False, True, False, False]
+    assert kept(rows) == [True] * 5  # no clock given: no TTL filter
 
 
 DEFAULT_DROPS = [

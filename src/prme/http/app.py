@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prme.client import MemoryClient
 from prme.config import APIConfig
-from prme.errors import PRMEError, http_status_for, public_message
+from prme.errors import PRMEError, StorageUnavailableError, http_status_for, public_message
 from prme.http import learning_routes, routes
 from prme.http.auth import KeyRing
 
@@ -38,6 +38,8 @@ def _error_response(request: Request, exc: Exception) -> JSONResponse:
             exc_info=exc,
         )
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, StorageUnavailableError):  # temporary: the client may retry
+        headers = {"Retry-After": str(exc.retry_after)}
     return JSONResponse({"detail": public_message(exc)}, status_code=status, headers=headers)
 
 
@@ -103,11 +105,14 @@ async def _no_receive() -> Message:  # pragma: no cover - a response never reads
 
 
 def _json_safe(value: Any) -> Any:
-    """Validation details echo the offending input; non-finite floats cannot be JSON."""
+    """Validation details echo the offending input; non-finite floats cannot be JSON, and
+    text with lone surrogates cannot be UTF-8 (they are shown escaped, as ``\\ud800``)."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {_json_safe(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_safe(v) for v in value]
     return value

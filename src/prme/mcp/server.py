@@ -7,8 +7,10 @@ reported by the SDK as ``Error executing tool <name>`` and logged server-side wi
 
 Owner binding: over stdio the owner is fixed by configuration (``PRME_MCP__USER_ID`` or
 ``--user-id``). Over HTTP each bearer key in ``PRME_MCP__USER_KEYS`` binds its user; without keys
-the configured ``user_id`` (if any) binds, and the server only listens on loopback. A ``user_id``
-argument naming anyone else is refused; with nobody bound, ``user_id`` is required.
+the configured ``user_id`` binds, and the server only listens on loopback. A ``user_id``
+argument naming anyone else is refused. A server that would bind nobody refuses to start unless
+``--multi-owner`` (``PRME_MCP__MULTI_OWNER=true``) says so explicitly; then every call must name
+its ``user_id``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from prme.auth import Identity, KeyRing
 from prme.canonical import canonical_json
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
-from prme.errors import http_status_for, public_message
+from prme.errors import is_expected, public_message
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -54,6 +56,11 @@ Transport = Literal["stdio", "http"]
 IDENTITY_REQUIRED = "Authenticated MCP identity required"
 LOOPBACK_NAMES = frozenset({"localhost"})
 LOOPBACK_ONLY = "without PRME_MCP__USER_KEYS the HTTP transport only listens on loopback"
+OWNER_UNBOUND = (
+    "no owner is bound: pass --user-id (PRME_MCP__USER_ID), or bearer keys over HTTP "
+    "(PRME_MCP__USER_KEYS); --multi-owner (PRME_MCP__MULTI_OWNER=true) serves every owner, "
+    "each call naming its user_id"
+)
 
 UserId = Annotated[
     str | None,
@@ -98,11 +105,12 @@ class _KeyVerifier:
 
 @contextmanager
 def _tool_errors() -> Iterator[None]:
-    """Expected errors become tool errors with their public message; others stay crashes."""
+    """Expected errors (4xx, and temporary 503s) become tool errors with their public message;
+    others stay crashes."""
     try:
         yield
     except Exception as exc:
-        if http_status_for(exc) < 500:
+        if is_expected(exc):
             raise ToolError(public_message(exc)) from exc
         raise
 
@@ -514,6 +522,12 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def owner_problem(config: MCPConfig, transport: Transport) -> str | None:
+    """Why a server with ``config`` must not start (it would bind nobody), or None."""
+    bound = config.user_id is not None or (transport == "http" and bool(config.user_keys))
+    return None if bound or config.multi_owner else OWNER_UNBOUND
+
+
 def serve(
     client: MemoryClient,
     config: MCPConfig,
@@ -526,8 +540,12 @@ def serve(
 
     Raises:
         InvalidInputError: an empty or shared key in ``config.user_keys``.
-        PermissionError: HTTP without ``config.user_keys`` on a non-loopback ``host``.
+        PermissionError: nobody bound (no ``user_id``, no HTTP keys) without
+            ``config.multi_owner``; HTTP without ``config.user_keys`` on a non-loopback ``host``.
     """
+    problem = owner_problem(config, transport)
+    if problem is not None:
+        raise PermissionError(problem)
     if transport == "stdio":
         build_server(client, config).run("stdio")
         return
@@ -550,20 +568,29 @@ def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m prme.mcp --path DIR [--user-id U] [--transport stdio|http --host H --port N]``."""
+    """``python -m prme.mcp --path DIR [--user-id U | --multi-owner] [--transport stdio|http
+    --host H --port N]``."""
     parser = argparse.ArgumentParser(prog="prme-mcp", description="Serve a memory pack over MCP.")
     parser.add_argument("--path", default=".", help="memory pack directory (created if missing)")
     parser.add_argument("--user-id", help="bind every call to this owner (PRME_MCP__USER_ID)")
+    parser.add_argument(
+        "--multi-owner",
+        action="store_true",
+        help="bind nobody: every call names its user_id (PRME_MCP__MULTI_OWNER=true)",
+    )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP listen address")
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (0 picks a free one)")
     args = parser.parse_args(argv)
 
     config = PRMEConfig()
-    if args.user_id is not None:
-        config = config.model_copy(
-            update={"mcp": config.mcp.model_copy(update={"user_id": args.user_id})}
-        )
+    update: dict[str, Any] = {"user_id": args.user_id} if args.user_id is not None else {}
+    if args.multi_owner:
+        update["multi_owner"] = True
+    config = config.model_copy(update={"mcp": config.mcp.model_copy(update=update)})
+    problem = owner_problem(config.mcp, args.transport)
+    if problem is not None:
+        parser.error(problem)
     if args.transport == "http" and not config.mcp.user_keys and not _is_loopback(args.host):
         parser.error(LOOPBACK_ONLY)
     with MemoryClient(Path(args.path), config=config) as client:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 from operator import attrgetter
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from prme.validation import to_utc
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
@@ -19,10 +21,11 @@ class Frozen(BaseModel):
 
 
 def require_utc(value: datetime) -> datetime:
-    """Aware datetimes only; converted to UTC so canonical JSON always ends in ``Z``."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError("datetime must include a timezone")
-    return value.astimezone(UTC)
+    """Aware datetimes only; converted to UTC so canonical JSON always ends in ``Z``.
+
+    Raises ValueError (``InvalidInputError``), never OverflowError: see ``prme.validation.to_utc``.
+    """
+    return to_utc(value)
 
 
 def require_finite(value: float) -> float:

@@ -22,6 +22,7 @@ from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex, UnitFl
 from prme.models.enums import Scope
 from prme.models.scope import scope_set_key
 from prme.models.scoring import RankingMultipliers, ScoringWeights
+from prme.validation import require_text
 
 ALGORITHM: Final = "paired_full_retrieval_v1"
 MAX_TRIALS = 10_000
@@ -82,7 +83,7 @@ class FullRetrievalTrial(Frozen):
             raise ValueError("group_id cannot be blank")
         if len(value) > MAX_GROUP_ID_CHARS:
             raise ValueError(f"group_id must be at most {MAX_GROUP_ID_CHARS} characters")
-        return value
+        return require_text(value, "group_id", identifier=True)
 
     @field_validator("relevant_node_ids")
     @classmethod

@@ -50,6 +50,19 @@ class MemoryNode(Frozen):
     ttl_days: int | None = Field(default=None, ge=0)
 
 
+class MemoryRecord(MemoryNode):
+    """A stored memory as ``get()``/``list()`` read it back, at the engine's clock.
+
+    ``expired``: its ``ttl_days`` ran out (its stated time, ``event_time`` else ``created_at``,
+    plus ``ttl_days`` days is before the clock), so retrieval no longer returns it; it stays
+    stored, and receipts that returned it still replay. ``expires_at``: that end (None without
+    a TTL, or when it falls after 9999-12-31).
+    """
+
+    expires_at: UTCDateTime | None = None
+    expired: bool = False
+
+
 class StoreReceipt(Frozen):
     """What store_with_receipt returns."""
 

@@ -25,6 +25,7 @@ from prme.retrieval.scoring import FloatArray
 from prme.storage.timeutil import to_us
 
 US_PER_DAY = 86_400_000_000.0
+US_PER_DAY_INT = 86_400_000_000
 GRAPH_PROXIMITY = {1: 1.0, 2: 0.7, 3: 0.4}
 Positions = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -41,6 +42,7 @@ class FilterSettings:
     exclude_node_types: frozenset[str]
     source_types: frozenset[str] | None
     unverified_threshold: float
+    clock_us: int | None = None  # the request's clock: memories expired by then are dropped
 
 
 def _codes(values: list[str], names: Sequence[str]) -> list[int]:
@@ -57,8 +59,20 @@ def _is_one_of(
     return result
 
 
+def ttl_expired(
+    stated_us: npt.NDArray[np.int64], ttl_days: npt.NDArray[np.int64], clock_us: int
+) -> BoolArray:
+    """Which memories have expired by ``clock_us``: a memory with ``ttl_days = N`` (``NO_TTL``
+    = never) lives until its stated time (``event_time``, else ``created_at``) plus N days, and
+    is expired once the clock is past that: ``ttl_days >= 0 and stated + N days < clock``.
+    Integer microseconds, so no date can overflow."""
+    ends = stated_us + np.maximum(ttl_days, 0) * US_PER_DAY_INT
+    result: BoolArray = (ttl_days >= 0) & (ends < clock_us)
+    return result
+
+
 def keep_mask(ix: OwnerIndex, pos: Positions, f: FilterSettings) -> BoolArray:
-    """Bitemporal, type and DEFAULT-mode epistemic/lifecycle filters (reference §A.2, §B.1)."""
+    """Bitemporal, type, TTL and DEFAULT-mode epistemic/lifecycle filters (§A.2, §B.1)."""
     node_type = ix.col("node_type")[pos]
     keep = np.ones(len(pos), dtype=np.bool_)
     exempt = _is_one_of(node_type, NODE_TYPES, ["entity", "preference"])
@@ -75,6 +89,8 @@ def keep_mask(ix: OwnerIndex, pos: Positions, f: FilterSettings) -> BoolArray:
         keep &= stated <= to_us(f.event_time_to)
     if f.knowledge_at is not None:
         keep &= ix.col("created_at")[pos] <= to_us(f.knowledge_at)
+    if f.clock_us is not None:
+        keep &= ~ttl_expired(stated, ix.col("ttl_days")[pos], f.clock_us)
     if f.exclude_node_types:
         keep &= ~_is_one_of(node_type, NODE_TYPES, sorted(f.exclude_node_types))
     if f.source_types is not None:

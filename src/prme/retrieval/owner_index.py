@@ -33,6 +33,7 @@ LIFECYCLES = [s.value for s in LifecycleState]
 DECAYS = [d.value for d in DecayProfile]
 CONDITIONS = ["unknown", "true", "false", "expired"]
 NO_TIME = np.iinfo(np.int64).min
+NO_TTL = -1
 
 # (column name, numpy dtype); codes index the lists above.
 NUMERIC_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
@@ -56,6 +57,7 @@ NUMERIC_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("salience_base", np.float64),
     ("reinforcement_boost", np.float64),
     ("pinned", np.bool_),
+    ("ttl_days", np.int64),  # NO_TTL when the memory never expires
 )
 
 

@@ -16,7 +16,7 @@ from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.scope import ScopeInput, normalize_scope_key
 from prme.services import reports
 from prme.services.relevance import read_judgments
-from prme.validation import require_int, require_owner
+from prme.validation import require_int, require_owner, require_text
 
 LEARNING_REPORT_OP = "learning_evaluation"
 TOO_MANY_RECORDS = "Feedback exceeds max_records; increase the bound or export a deliberate dataset"
@@ -40,6 +40,10 @@ def evaluate_learning(
         raise InvalidInputError(
             "query_groups", f"must name at most {MAX_RECORDS_LIMIT} requests", len(query_groups)
         )
+    if isinstance(query_groups, Mapping):  # gate 1 checks the rest of the mapping
+        for name in query_groups.values():
+            if isinstance(name, str):
+                require_text(name, "query_groups", identifier=True)
     with gc_paused():
         judgments = read_judgments(engine, owner, limit=bound + 1)
         if len(judgments) > bound:

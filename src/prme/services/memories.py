@@ -6,9 +6,11 @@ import inspect
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from contextlib import suppress
+from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from prme.canonical import canonical_json
@@ -21,21 +23,17 @@ from prme.models.enums import (
     Scope,
     SourceType,
 )
-from prme.models.memory import MemoryNode, StoreReceipt
+from prme.models.memory import MemoryNode, MemoryRecord, StoreReceipt, stated_time
 from prme.models.scope import ScopeInput, normalize_scope
+from prme.retrieval.features import ttl_expired
+from prme.retrieval.owner_index import NO_TTL
 from prme.retrieval.query import extract_entities
-from prme.validation import require_aware, require_owner, require_uuid
+from prme.storage.timeutil import to_us
+from prme.validation import require_aware, require_owner, require_text, require_uuid
 
 MAX_CONTENT_BYTES = 1_000_000
 MAX_METADATA_DEPTH = 64
 MAX_TTL_DAYS = 1_000_000
-
-
-def _utf8(value: str, field: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError(field, "must be valid Unicode text (no lone surrogates)") from None
 
 
 def _depth(value: Any, limit: int) -> int:
@@ -131,7 +129,7 @@ def build_node(
         raise InvalidInputError("content", "must be a string", content)
     if not content.strip():
         raise InvalidInputError("content", "must not be blank", content)
-    _utf8(content, "content")
+    require_text(content, "content")
     if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
         raise InvalidInputError("content", f"exceeds {MAX_CONTENT_BYTES} bytes")
     scopes = normalize_scope(scope, "scope")
@@ -140,11 +138,11 @@ def build_node(
     ntype = _enum(NodeType, node_type, "node_type")
     if not isinstance(role, str) or not role.strip():
         raise InvalidInputError("role", "must be a non-blank string", role)
-    _utf8(role, "role")
+    require_text(role, "role")
     if session_id is not None:
         if not isinstance(session_id, str):
             raise InvalidInputError("session_id", "must be a string", session_id)
-        _utf8(session_id, "session_id")
+        require_text(session_id, "session_id")
     epistemic = (
         default_epistemic(role, ntype)
         if epistemic_type is None
@@ -184,7 +182,7 @@ def build_node(
             encoded = canonical_json(meta)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError("metadata", f"must be JSON-serializable ({exc})") from None
-        _utf8(encoded, "metadata")
+        require_text(encoded, "metadata")
     event = require_aware(event_time, "event_time")
     start = require_aware(valid_from, "valid_from") or now
     end = require_aware(valid_to, "valid_to")
@@ -289,8 +287,22 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
     return [str(n.id) for n in nodes]
 
 
-def get(engine: Engine, node_id: object, *, user_id: str) -> MemoryNode | None:
-    return engine.store.get_memory(require_owner(user_id), str(require_uuid(node_id, "node_id")))
+def _record(node: MemoryNode, clock_us: int) -> MemoryRecord:
+    """``node`` with whether its TTL has run out by ``clock_us`` (the retrieval rule)."""
+    stated = stated_time(node)
+    ttl = NO_TTL if node.ttl_days is None else node.ttl_days
+    expired = ttl_expired(np.array([to_us(stated)]), np.array([ttl]), clock_us)
+    expires_at = None
+    if node.ttl_days is not None:
+        with suppress(OverflowError):  # after 9999-12-31: never within a datetime's range
+            expires_at = stated + timedelta(days=node.ttl_days)
+    return MemoryRecord(**dict(node), expires_at=expires_at, expired=bool(expired[0]))
+
+
+def get(engine: Engine, node_id: object, *, user_id: str) -> MemoryRecord | None:
+    """The owner's memory (saying whether it has expired at the engine's clock), or None."""
+    node = engine.store.get_memory(require_owner(user_id), str(require_uuid(node_id, "node_id")))
+    return None if node is None else _record(node, to_us(engine.clock()))
 
 
 def list_memories(
@@ -300,13 +312,16 @@ def list_memories(
     scope: ScopeInput = None,
     limit: int = 100,
     after_id: object = None,
-) -> list[MemoryNode]:
+) -> list[MemoryRecord]:
+    """The owner's memories by id, expired ones included and marked ``expired``."""
     from prme.validation import require_page_limit
 
     after = None if after_id is None else str(require_uuid(after_id, "after_id"))
-    return engine.store.list_memories(
+    nodes = engine.store.list_memories(
         require_owner(user_id), normalize_scope(scope), require_page_limit(limit), after
     )
+    clock_us = to_us(engine.clock())
+    return [_record(node, clock_us) for node in nodes]
 
 
 def delete(engine: Engine, node_id: object, *, user_id: str) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -303,6 +303,15 @@ def _same_transition(
     return existing
 
 
+class _NothingActive(Exception):
+    """Raised by a deactivation's check inside the lock: nothing is active, nothing written."""
+
+
+def _require_active(current: uuid.UUID | None) -> None:
+    if current is None:
+        raise _NothingActive
+
+
 def _change(
     engine: Engine,
     owner: str,
@@ -312,8 +321,17 @@ def _change(
     application: RankingProfileApplication | None,
     expected: uuid.UUID | None,
     change_id: uuid.UUID,
+    stale_message: str | None = None,
+    check: Callable[[uuid.UUID | None], None] | None = None,
 ) -> RankingProfileState:
-    """The one serialized compare-and-swap every transition goes through (reference §H.2)."""
+    """The one serialized compare-and-swap every transition goes through (reference §H.2).
+
+    Inside the lock, in this order: a stored transition with ``change_id`` is returned (so every
+    concurrent copy of one request returns the one stored transition, whatever it changed);
+    then the pointer must name ``expected`` (else ``StaleRankingProfileError`` with
+    ``stale_message``); then ``check(current)`` may refuse the change; then it is appended.
+    Every check that depends on the pointer runs here, never before the ``change_id`` re-read.
+    """
     target = None if application is None else application.profile_id
     namespace = scope_namespace(key)
     with engine.store.serialized(namespace):
@@ -323,7 +341,9 @@ def _change(
         latest = latest_state(engine, owner, key)
         current = None if latest is None else latest.active_profile_id
         if current != expected:
-            raise StaleRankingProfileError(expected, current)
+            raise StaleRankingProfileError(expected, current, stale_message)
+        if check is not None:
+            check(current)
         changed_at = engine.clock()
         if latest is not None and to_us(changed_at) <= to_us(latest.changed_at):
             changed_at = latest.changed_at + _ONE_MICROSECOND
@@ -386,21 +406,15 @@ def activate_ranking_profile(
         raise InvalidInputError(
             "profile_id", f"Ranking profile is inapplicable: {reason}", str(pid)
         )
-    current = _current_profile_id(engine, owner, profile.scopes)
-    if current != profile.baseline_profile_id:
-        raise StaleRankingProfileError(
-            profile.baseline_profile_id,
-            current,
-            "Active ranking profile differs from the evaluated baseline",
-        )
     return _change(
         engine,
         owner,
         profile.scopes,
         action="activate",
         application=profile.application,
-        expected=current,
+        expected=profile.baseline_profile_id,
         change_id=cid or uuid.uuid4(),
+        stale_message="Active ranking profile differs from the evaluated baseline",
     )
 
 
@@ -421,18 +435,19 @@ def deactivate_ranking_profile(
         existing = _state_by_change_id(engine, owner, cid)
         if existing is not None:
             return _same_transition(existing, "deactivate", None, key)
-    current = _current_profile_id(engine, owner, key)
-    if current is None:
+    try:
+        return _change(
+            engine,
+            owner,
+            key,
+            action="deactivate",
+            application=None,
+            expected=_current_profile_id(engine, owner, key),
+            change_id=cid or uuid.uuid4(),
+            check=_require_active,
+        )
+    except _NothingActive:
         return None
-    return _change(
-        engine,
-        owner,
-        key,
-        action="deactivate",
-        application=None,
-        expected=current,
-        change_id=cid or uuid.uuid4(),
-    )
 
 
 def _was_active(engine: Engine, owner: str, key: ScopeKey, profile_id: uuid.UUID) -> bool:
@@ -491,12 +506,15 @@ def rollback_ranking_profile(
             raise InvalidInputError(
                 "profile_id", f"Rollback ranking profile is inapplicable: {reason}", str(target)
             )
-    if current == target:
-        raise InvalidInputError(
-            "profile_id",
-            f"Ranking profile rollback cannot be a no-op: the pointer already names {target}",
-            None if target is None else str(target),
-        )
+
+    def not_a_no_op(now_active: uuid.UUID | None) -> None:
+        if now_active == target:
+            raise InvalidInputError(
+                "profile_id",
+                f"Ranking profile rollback cannot be a no-op: the pointer already names {target}",
+                None if target is None else str(target),
+            )
+
     return _change(
         engine,
         owner,
@@ -505,6 +523,7 @@ def rollback_ranking_profile(
         application=application,
         expected=current,
         change_id=cid or uuid.uuid4(),
+        check=not_a_no_op,
     )
 
 

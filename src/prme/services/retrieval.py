@@ -59,6 +59,7 @@ from prme.validation import (
     require_finite_nonnegative,
     require_owner,
     require_result_limit,
+    require_text,
     require_token_budget,
 )
 
@@ -236,12 +237,7 @@ def retrieve(
     owner = require_owner(user_id)
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query", "must be a non-blank string", query)
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError(
-            "query", "must be valid Unicode text (no lone surrogates)"
-        ) from None
+    require_text(query, "query")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInputError("query", f"must be at most {MAX_QUERY_CHARS} characters")
     scopes = normalize_scope(scope, "scope")
@@ -336,6 +332,7 @@ def retrieve(
         exclude_node_types=excluded_types or frozenset(),
         source_types=allowed_sources,
         unverified_threshold=cfg.unverified_confidence_threshold,
+        clock_us=now_us,
     )
     pos = pool[keep_mask(ix, pool, settings)]
     n = len(pos)

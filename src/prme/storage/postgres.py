@@ -86,8 +86,10 @@ _MEMORY_COLUMNS = (
 )
 # Batches up to this size are pipelined INSERTs (few round trips); larger ones use COPY.
 _SMALL_BATCH = 32
-# Connection failures: no SQLSTATE (client side), class 08, or the server shutting down.
-_UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03")
+# Temporary failures (StorageUnavailableError, HTTP 503): no SQLSTATE (client side), class 08
+# or the server shutting down; class 53 (disk full, out of memory, too many connections); a
+# lock wait past lock_timeout (55P03) or statement_timeout (57014 query_canceled).
+_UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03", "53", "55P03", "57014")
 _SYNCHRONOUS_COMMIT = ("off", "local", "remote_write", "remote_apply", "on")
 
 

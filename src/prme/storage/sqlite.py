@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
@@ -22,7 +23,13 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.canonical import canonical_bytes, canonical_json, sha256_hex
-from prme.errors import FrozenPackError, IntegrityError, InvalidInputError, ReadOnlyPackError
+from prme.errors import (
+    FrozenPackError,
+    IntegrityError,
+    InvalidInputError,
+    ReadOnlyPackError,
+    StorageUnavailableError,
+)
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -39,6 +46,7 @@ from prme.retrieval.owner_index import (
     EPISTEMIC,
     LIFECYCLES,
     NO_TIME,
+    NO_TTL,
     NODE_TYPES,
     SCOPES,
     SOURCES,
@@ -59,6 +67,7 @@ LOCK_RETRY_SECONDS = 2.0
 # Lexical search reads the whole table's ranking without a join when the owner's in-scope
 # memories are at least this share of the pack (rowids bound the pack's size from above).
 MIN_UNJOINED_SHARE = 0.5
+DISK_FULL = "the disk is full; nothing was written (free space, then retry)"
 
 # SQLite's answers when the pack's file or directory cannot be written (or the -shm/-wal
 # files cannot be created next to it): the pack is then opened read-only.
@@ -96,6 +105,7 @@ _INDEX_COLUMNS = (
     "m.pinned",
     "m.content_sha256",
     "m.evidence_refs",
+    "m.ttl_days",
 )
 
 
@@ -124,6 +134,7 @@ def _index_row(r: tuple[Any, ...]) -> dict[str, Any]:
         "pinned": bool(r[20]),
         "content_sha256": r[21],
         "evidence_refs": r[22],
+        "ttl_days": NO_TTL if r[23] is None else r[23],
     }
 
 
@@ -339,6 +350,13 @@ class SQLiteStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        """:meth:`_transaction`, where a lock wait past the busy timeout or a full disk raises
+        :class:`StorageUnavailableError` (temporary: retry later)."""
+        with self._temporary_errors(), self._transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``), or the enclosing one when nested."""
         if self.read_only_mode:
             raise ReadOnlyPackError("write", str(self.path), self.read_only_reason)
@@ -360,6 +378,25 @@ class SQLiteStore:
                 exc.add_note(
                     f"prme: the write to {self.db_path} was rolled back; nothing was saved"
                 )
+            raise
+
+    @contextmanager
+    def _temporary_errors(self) -> Iterator[None]:
+        """A write that outwaited the busy timeout (``SQLITE_BUSY``/``SQLITE_LOCKED``) or met a
+        full disk (``SQLITE_FULL``, ``ENOSPC``) raises :class:`StorageUnavailableError`."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+            if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                detail = f"the pack stayed locked by another writer for {self._lock_window:g} s"
+                raise StorageUnavailableError(str(self.db_path), f"{detail}; retry later") from exc
+            if code == sqlite3.SQLITE_FULL:
+                raise StorageUnavailableError(str(self.db_path), DISK_FULL, 30) from exc
+            raise
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise StorageUnavailableError(str(self.db_path), DISK_FULL, 30) from exc
             raise
 
     @contextmanager
