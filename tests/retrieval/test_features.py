@@ -68,6 +68,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "salience_base": 0.5,
         "reinforcement_boost": 0.0,
         "pinned": False,
+        "doc_len": 5,
     }
     base.update(overrides)
     return base

@@ -239,18 +239,73 @@ def test_migrations_are_versioned_and_idempotent(
     postgres_url: str, schemas: Callable[[str], str]
 ) -> None:
     schema = schemas("mig")
-    assert migrations.pending(postgres_url, schema=schema) == [1]
+    assert migrations.pending(postgres_url, schema=schema) == [1, 2]
     with pytest.raises(IntegrityError, match="prme db upgrade"):
         PostgresStore(postgres_url, schema=schema, upgrade=False)
-    assert migrations.upgrade(postgres_url, schema=schema) == [1]
+    assert migrations.upgrade(postgres_url, schema=schema) == [1, 2]
     assert migrations.upgrade(postgres_url, schema=schema) == []
     assert migrations.pending(postgres_url, schema=schema) == []
     with admin(postgres_url) as conn:
         rows = conn.execute(f"SELECT version, name FROM {schema}.schema_migrations").fetchall()
-    assert rows == [(1, "initial schema")]
+    assert rows == [(1, "initial schema"), (2, "per-owner lexical statistics")]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
         migrations.upgrade(postgres_url, schema="Robert'); DROP TABLE x;--")
+
+
+def _lexical_statistics(url: str, schema: str) -> dict[str, Any]:
+    with admin(url) as conn:
+        return {
+            "stats": conn.execute(
+                f"SELECT user_id, n_docs, n_tokens FROM {schema}.owner_lexical_stats"
+                " WHERE n_docs > 0 ORDER BY user_id"
+            ).fetchall(),
+            "lexemes": conn.execute(
+                f"SELECT user_id, lexeme, df FROM {schema}.owner_lexemes WHERE df > 0"
+                " ORDER BY user_id, lexeme"
+            ).fetchall(),
+        }
+
+
+def test_migration_2_builds_per_owner_lexical_statistics_of_an_existing_pack(
+    postgres_url: str, schemas: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pack written before per-owner statistics: its memories exist, the statistics are the
+    # pack-wide ones. Upgrading builds each owner's, equal to what writes maintain.
+    current, old = schemas("current"), schemas("old")
+    store = PostgresStore(postgres_url, schema=current)
+    with MemoryClient(config=make_config(), clock=FakeClock(), store=store) as client:
+        client.store_many(FACTS, user_id="alice")
+        client.store_many(["Aster tea for Bob", "tea tea tea"], user_id="bob")
+        gone = client.store("Aster goes away", user_id="bob")
+        client.delete(gone, user_id="bob")
+    expected = _lexical_statistics(postgres_url, current)
+    assert [row[0] for row in expected["stats"]] == ["alice", "bob"]
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:1])
+    assert migrations.upgrade(postgres_url, schema=old) == [1]
+    monkeypatch.undo()
+    columns = (
+        "rowid, id, user_id, scope, node_type, content, content_sha256, metadata,"
+        " condition_state, session_id, role, created_at, updated_at, event_time, valid_from,"
+        " valid_to, confidence, salience, confidence_base, salience_base, epistemic_type,"
+        " source_type, lifecycle_state, decay_profile, last_reinforced_at,"
+        " reinforcement_boost, pinned, evidence_refs, ttl_days"
+    )
+    with admin(postgres_url) as conn:
+        conn.execute(
+            f"INSERT INTO {old}.memories({columns}) SELECT {columns} FROM {current}.memories"
+        )
+    assert migrations.upgrade(postgres_url, schema=old) == [2]
+    assert _lexical_statistics(postgres_url, old) == expected
+    with admin(postgres_url) as conn:
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (old,)
+            ).fetchall()
+        }
+    assert {"owner_lexemes", "owner_lexical_stats"} <= tables
+    assert not {"lexemes", "lexical_stats"} & tables
 
 
 def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[str], str]) -> None:
@@ -266,7 +321,7 @@ def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[st
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(results) == [[], [], [], [1]]
+    assert sorted(results) == [[], [], [], [1, 2]]
 
 
 def test_serialized_holds_an_advisory_lock_per_key(

@@ -56,6 +56,7 @@ NUMERIC_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("salience_base", np.float64),
     ("reinforcement_boost", np.float64),
     ("pinned", np.bool_),
+    ("doc_len", np.int64),  # the memory's token count in the lexical index (BM25's D)
 )
 
 

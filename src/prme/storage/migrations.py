@@ -224,6 +224,45 @@ def _v1(conn: Conn, s: str, v: str) -> None:
         conn.execute(f"INSERT INTO {s}.meta(key, value) VALUES (%s, %s)", (key, value))
 
 
+def lexical_statistics_rebuild(prefix: str = "") -> tuple[str, ...]:
+    """Statements that recompute every owner's BM25 statistics from the stored memories
+    (``prefix`` is ``"schema."`` outside the pack's ``search_path``)."""
+    p = prefix
+    return (
+        f"DELETE FROM {p}owner_lexemes",
+        f"""INSERT INTO {p}owner_lexemes(user_id, lexeme, df)
+            SELECT m.user_id, l.lexeme, COUNT(*) FROM {p}memories m,
+            pg_catalog.unnest(pg_catalog.tsvector_to_array(m.tsv)) AS l(lexeme)
+            GROUP BY m.user_id, l.lexeme""",
+        f"DELETE FROM {p}owner_lexical_stats",
+        f"""INSERT INTO {p}owner_lexical_stats(user_id, n_docs, n_tokens)
+            SELECT user_id, COUNT(*), COALESCE(SUM(doc_len), 0) FROM {p}memories
+            GROUP BY user_id""",
+    )
+
+
+def _v2(conn: Conn, s: str, v: str) -> None:
+    """Per-owner BM25 statistics: an owner's lexical scores depend on the owner's memories only
+    (the pack-wide ``lexemes`` and ``lexical_stats`` are replaced, and rebuilt per owner)."""
+    del v
+    statements = [
+        f"""CREATE TABLE {s}.owner_lexemes (
+            user_id text COLLATE "C" NOT NULL,
+            lexeme text COLLATE "C" NOT NULL,
+            df bigint NOT NULL,
+            PRIMARY KEY (user_id, lexeme))""",
+        f"""CREATE TABLE {s}.owner_lexical_stats (
+            user_id text COLLATE "C" PRIMARY KEY,
+            n_docs bigint NOT NULL,
+            n_tokens bigint NOT NULL)""",
+        *lexical_statistics_rebuild(f"{s}."),
+        f"DROP TABLE {s}.lexemes",
+        f"DROP TABLE {s}.lexical_stats",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: ``apply(conn, schema, vector_schema)`` inside the upgrade transaction."""
@@ -233,7 +272,10 @@ class Migration:
     apply: Callable[[Conn, str, str], None]
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _v1),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _v1),
+    Migration(2, "per-owner lexical statistics", _v2),
+)
 LATEST_VERSION = MIGRATIONS[-1].version
 
 

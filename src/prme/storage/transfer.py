@@ -209,17 +209,11 @@ class _Postgres(_Backend):
                 self.store._type_vectors(conn, json.loads(embedder))
 
     def finish(self) -> None:
+        from prme.storage.migrations import lexical_statistics_rebuild
+
         with self.store.transaction() as conn:
-            conn.execute("DELETE FROM lexemes")
-            conn.execute(
-                "INSERT INTO lexemes(lexeme, df) SELECT l.lexeme, COUNT(*) FROM memories m,"
-                " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) GROUP BY l.lexeme"
-            )
-            conn.execute(
-                "UPDATE lexical_stats SET n_docs = s.docs, n_tokens = s.tokens FROM"
-                " (SELECT COUNT(*) AS docs, COALESCE(SUM(doc_len), 0) AS tokens FROM memories)"
-                " AS s WHERE id = 1"
-            )
+            for statement in lexical_statistics_rebuild():
+                conn.execute(statement)
             conn.execute(
                 "SELECT setval(pg_get_serial_sequence('oplog', 'seq'),"
                 " GREATEST(MAX(seq), 1), MAX(seq) IS NOT NULL) FROM oplog"
