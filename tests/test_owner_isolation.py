@@ -62,7 +62,7 @@ def _response(client: MemoryClient, query: str, **kwargs: Any) -> dict[str, Any]
     dumped = response.model_dump(mode="json")
     del dumped["metadata"]["request_id"], dumped["metadata"]["timing_ms"]
     stored = receipt.model_dump(mode="json")
-    del stored["request_id"], stored["pack"]  # the pack-wide write sequence moves (item 2)
+    del stored["request_id"]
     return {"response": dumped, "receipt": stored}
 
 
@@ -153,3 +153,29 @@ def test_another_owners_writes_do_not_reorder_an_owners_results(
     assert before[0] == "tea at home"
     client.store_many([f"tea number {i}" for i in range(40)], user_id="bob")
     assert order() == before
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_receipts_record_the_owners_own_content_write_sequence(
+    make_client: ClientFactory,
+) -> None:
+    # Item 2: bob's receipts do not move with alice's writes (he would observe her activity);
+    # his own stores and deletes move them, and the pack-wide sequence still counts everything.
+    client = make_client()
+    client.store("bob keeps a note", user_id="bob")
+
+    def bob_seq() -> int:
+        response = client.retrieve("note", user_id="bob", reference_time=NOW)
+        receipt = client.get_retrieval_receipt(response.metadata.request_id, user_id="bob")
+        assert receipt is not None and receipt.schema_version == 2
+        return receipt.pack.write_seq
+
+    start, pack_start = bob_seq(), client.engine.store.pack_identity().write_seq
+    client.store_many(["alice one", "alice two"], user_id="alice")
+    client.delete(client.store("alice three", user_id="alice"), user_id="alice")
+    assert bob_seq() == start
+    assert client.engine.store.pack_identity().write_seq == pack_start + 3
+    second = client.store("bob keeps another note", user_id="bob")
+    assert bob_seq() == start + 1
+    client.delete(second, user_id="bob")
+    assert bob_seq() == start + 2

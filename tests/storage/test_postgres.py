@@ -85,7 +85,9 @@ def test_store_retrieve_list_delete_contract(make_client: ClientFactory, backend
     assert response.results[0].node.content == FACTS[0]
     assert response.metadata.receipt_persisted
     receipt = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
-    assert receipt is not None and receipt.pack.write_seq == start
+    # the receipt records alice's own content write sequence (one store_many), not the pack's
+    assert receipt is not None and receipt.pack.write_seq == 1 < start
+    assert client.engine.store.owner_write_seq("alice") == 1
     assert receipt.execution.features["storage"] == backend
     assert [str(m.id) for m in client.list(user_id="alice", limit=100)] == sorted(ids)
     assert client.list(user_id="alice", scope="project") == []
@@ -94,6 +96,8 @@ def test_store_retrieve_list_delete_contract(make_client: ClientFactory, backend
     after = client.retrieve("Aster data in PostgreSQL", user_id="alice", limit=3)
     assert FACTS[0] not in [r.node.content for r in after.results]
     assert client.engine.store.pack_identity().write_seq == start + 1
+    assert client.engine.store.owner_write_seq("alice") == 2
+    assert client.engine.store.owner_write_seq("carol") == 1
 
 
 @both
@@ -239,15 +243,19 @@ def test_migrations_are_versioned_and_idempotent(
     postgres_url: str, schemas: Callable[[str], str]
 ) -> None:
     schema = schemas("mig")
-    assert migrations.pending(postgres_url, schema=schema) == [1, 2]
+    assert migrations.pending(postgres_url, schema=schema) == [1, 2, 3]
     with pytest.raises(IntegrityError, match="prme db upgrade"):
         PostgresStore(postgres_url, schema=schema, upgrade=False)
-    assert migrations.upgrade(postgres_url, schema=schema) == [1, 2]
+    assert migrations.upgrade(postgres_url, schema=schema) == [1, 2, 3]
     assert migrations.upgrade(postgres_url, schema=schema) == []
     assert migrations.pending(postgres_url, schema=schema) == []
     with admin(postgres_url) as conn:
         rows = conn.execute(f"SELECT version, name FROM {schema}.schema_migrations").fetchall()
-    assert rows == [(1, "initial schema"), (2, "per-owner lexical statistics")]
+    assert rows == [
+        (1, "initial schema"),
+        (2, "per-owner lexical statistics"),
+        (3, "per-owner content write sequences"),
+    ]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
         migrations.upgrade(postgres_url, schema="Robert'); DROP TABLE x;--")
@@ -295,7 +303,7 @@ def test_migration_2_builds_per_owner_lexical_statistics_of_an_existing_pack(
         conn.execute(
             f"INSERT INTO {old}.memories({columns}) SELECT {columns} FROM {current}.memories"
         )
-    assert migrations.upgrade(postgres_url, schema=old) == [2]
+    assert migrations.upgrade(postgres_url, schema=old) == [2, 3]
     assert _lexical_statistics(postgres_url, old) == expected
     with admin(postgres_url) as conn:
         tables = {
@@ -321,7 +329,7 @@ def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[st
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(results) == [[], [], [], [1, 2]]
+    assert sorted(results) == [[], [], [], [1, 2, 3]]
 
 
 def test_serialized_holds_an_advisory_lock_per_key(

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from prme import FrozenPackError, IntegrityError, MemoryClient
 from prme.canonical import sha256_hex
 from prme.models.enums import Scope
+from prme.models.receipt import PackIdentity
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage.sqlite import DB_FILE, SQLiteStore
 
@@ -113,7 +114,10 @@ def test_receipt_records_the_pack_identity(client: MemoryClient) -> None:
     response = client.retrieve("Aster", user_id="alice")
     receipt = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
     assert receipt is not None
-    assert receipt.pack == client.engine.store.pack_identity()
+    store = client.engine.store
+    # binding the embedder and the store are two pack-wide writes, one of alice's content
+    assert store.pack_identity().write_seq == 2 and store.owner_write_seq("alice") == 1
+    assert receipt.pack == PackIdentity(pack_id=store.pack_identity().pack_id, write_seq=1)
 
 
 def transactions(statements: list[str]) -> list[str]:

@@ -263,6 +263,17 @@ def _v2(conn: Conn, s: str, v: str) -> None:
         conn.execute(statement)
 
 
+def _v3(conn: Conn, s: str, v: str) -> None:
+    """Per-owner content write sequences: an owner's receipts and frozen-pack check follow the
+    owner's own content writes only (``meta.write_seq`` stays pack-wide)."""
+    del v
+    conn.execute(
+        f"""CREATE TABLE {s}.owner_sequences (
+            user_id text COLLATE "C" PRIMARY KEY,
+            write_seq bigint NOT NULL)"""
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: ``apply(conn, schema, vector_schema)`` inside the upgrade transaction."""
@@ -275,6 +286,7 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1),
     Migration(2, "per-owner lexical statistics", _v2),
+    Migration(3, "per-owner content write sequences", _v3),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -4,7 +4,8 @@ It keeps the SQLite pack's tables and semantics (``storage/sqlite.py``), so the 
 tell them apart except through the feature identity (``storage: postgres``, ``lexical``):
 
 - **Pack identity** in ``meta``: pack id, attestation secret, content write and delete
-  sequences, the bound embedder. Every content write bumps ``write_seq`` in its own transaction.
+  sequences, the bound embedder. Every content write bumps ``write_seq`` in its own transaction,
+  and each written owner's sequence in ``owner_sequences`` (what an owner's receipts record).
 - **Memories, vectors, entity links** in tables; vectors are pgvector ``vector(d)`` (typed when
   the pack's embedder is bound). Vector search is **exact** cosine in the in-process
   :class:`OwnerIndex`, refreshed incrementally from ``write_seq`` exactly as on SQLite (the
@@ -387,6 +388,19 @@ class PostgresStore:
         )
         return int(rows["write_seq"]), int(rows["delete_seq"])
 
+    def _bump_owners(self, conn: Conn, user_ids: set[str]) -> None:
+        self._run(
+            conn,
+            "INSERT INTO owner_sequences(user_id, write_seq) SELECT u, 1 FROM unnest(%s::text[])"
+            " AS u ORDER BY u ON CONFLICT (user_id)"
+            " DO UPDATE SET write_seq = owner_sequences.write_seq + 1",
+            (sorted(user_ids),),
+        )
+
+    def owner_write_seq(self, user_id: str) -> int:
+        row = self._fetchone("SELECT write_seq FROM owner_sequences WHERE user_id = %s", (user_id,))
+        return 0 if row is None else int(row[0])
+
     def _bump(self, conn: Conn, *keys: str) -> None:
         self._local.sequences = None
         self._run(
@@ -500,6 +514,7 @@ class PostgresStore:
                 self._bulk(conn, "entities", "user_id, name, memory_rowid", list(links), small)
                 self._count_lexemes(conn, first, last, +1)
                 self._bump(conn, "write_seq")
+                self._bump_owners(conn, {node.user_id for node in nodes})
 
     def _bulk(
         self, conn: Conn, table: str, columns: str, rows: Sequence[Sequence[Any]], small: bool
@@ -570,6 +585,7 @@ class PostgresStore:
             self._run(conn, "DELETE FROM vectors WHERE rowid = %s", (rowid,))
             self._run(conn, "DELETE FROM memories WHERE rowid = %s", (rowid,))
             self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
         return True
 
     # ------------------------------------------------------------------ memory reads

@@ -343,6 +343,19 @@ class SQLiteStore:
         )
         return int(rows["write_seq"]), int(rows["delete_seq"])
 
+    def _bump_owners(self, conn: sqlite3.Connection, user_ids: set[str]) -> None:
+        conn.executemany(
+            "INSERT INTO owner_sequences(user_id, write_seq) VALUES (?, 1)"
+            " ON CONFLICT(user_id) DO UPDATE SET write_seq = write_seq + 1",
+            [(user_id,) for user_id in sorted(user_ids)],
+        )
+
+    def owner_write_seq(self, user_id: str) -> int:
+        row = self.conn.execute(
+            "SELECT write_seq FROM owner_sequences WHERE user_id = ?", (user_id,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
     def _bump(self, conn: sqlite3.Connection, *keys: str) -> None:
         for key in keys:
             conn.execute(
@@ -453,6 +466,7 @@ class SQLiteStore:
                 ],
             )
             self._bump(conn, "write_seq")
+            self._bump_owners(conn, {node.user_id for node in nodes})
 
     def delete_memory(self, user_id: str, node_id: str) -> bool:
         self._refuse_if_frozen("delete")
@@ -472,6 +486,7 @@ class SQLiteStore:
             conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
             conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
             self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
         return True
 
     # ------------------------------------------------------------------ memory reads
