@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -10,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from prme import FrozenPackError, IntegrityError, MemoryClient
@@ -17,6 +20,7 @@ from prme.canonical import sha256_hex
 from prme.models.enums import Scope
 from prme.models.receipt import PackIdentity
 from prme.retrieval.owner_index import OwnerIndex
+from prme.retrieval.query import analyze_query
 from prme.storage.sqlite import DB_FILE, SQLiteStore
 
 ClientFactory = Callable[..., MemoryClient]
@@ -352,6 +356,39 @@ def test_lexical_search_is_fts5_bm25_over_the_owners_memories(
         assert _contents(tmp_path / "shared", found) == expected, (owner, scopes, terms)
     assert store.lexical_search("carol", None, ["aster"], 10) == []
     assert len(store.lexical_search("alice", None, ["aster"], 30)) == 30
+
+
+_LEXICON = [
+    "aster", "Aster", "running", "runs", "ran", "café", "cafe", "naïve", "user_id", "id",
+    "user", "the", "a", "x", "42", "kelvor_7", "zorblaxian", "ÉCOLE", "école", "tea",
+]  # fmt: skip
+_PACKS = itertools.count()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    contents=st.lists(
+        st.lists(st.sampled_from(_LEXICON), min_size=1, max_size=9).map(" ".join),
+        min_size=1,
+        max_size=12,
+    ),
+    query=st.lists(st.sampled_from(_LEXICON), min_size=1, max_size=5).map(" ".join),
+    k=st.integers(min_value=1, max_value=15),
+)
+def test_lexical_search_is_fts5_bm25_for_a_single_owner(
+    make_client: ClientFactory, tmp_path: Path, contents: list[str], query: str, k: int
+) -> None:
+    # With one owner, the owner's statistics are the table's: scores equal FTS5's bm25()
+    # bit for bit (phrases such as "user_id", shared stems, diacritics, repeated terms).
+    path = tmp_path / f"pack-{next(_PACKS)}"
+    client = make_client(path)
+    client.store_many(contents, user_id="alice")
+    terms = list(analyze_query(query).terms)
+    found = client.engine.store.lexical_search("alice", None, terms, k)
+    client.close()
+    assert _contents(path, found) == _fts5_bm25(path, "alice", None, terms, k)
 
 
 def test_graph_hops(client: MemoryClient) -> None:

@@ -518,12 +518,6 @@ class SQLiteStore:
         return {int(r[0]): _row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
-    def _scope_sql(self, scopes: Sequence[Scope] | None, alias: str = "m") -> tuple[str, list[str]]:
-        if scopes is None:
-            return "", []
-        values = sorted({s.value for s in scopes})
-        return f" AND {alias}.scope IN ({','.join('?' * len(values))})", values
-
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
