@@ -391,6 +391,29 @@ def test_lexical_search_is_fts5_bm25_for_a_single_owner(
     assert _contents(path, found) == _fts5_bm25(path, "alice", None, terms, k)
 
 
+def test_a_pack_from_before_owner_sequences_opens_and_counts_from_zero(
+    make_client: ClientFactory, pack_path: Path
+) -> None:
+    # A pack written before issue 17 has no owner_sequences table (and FTS5's index is all
+    # the per-owner BM25 needs): it opens, alice's receipts start at 0, her writes count.
+    client = make_client()
+    client.store_many(["Aster uses PostgreSQL", "Aster runs nightly"], user_id="alice")
+    client.store("Aster for bob", user_id="bob")
+    expected = client.engine.store.lexical_search("alice", None, ["aster"], 5)
+    client.close()
+    conn = raw(pack_path)
+    conn.execute("DROP TABLE owner_sequences")
+    conn.close()
+    reopened = make_client()
+    store = reopened.engine.store
+    assert store.lexical_search("alice", None, ["aster"], 5) == expected
+    response = reopened.retrieve("Aster", user_id="alice")
+    receipt = reopened.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
+    assert receipt is not None and receipt.pack.write_seq == 0
+    reopened.store("Aster moved", user_id="alice")
+    assert (store.owner_write_seq("alice"), store.owner_write_seq("bob")) == (1, 0)
+
+
 def test_graph_hops(client: MemoryClient) -> None:
     a = client.store("Aster runs on Kepler", user_id="alice")
     b = client.store("Kepler is hosted by Orion", user_id="alice")
