@@ -143,6 +143,12 @@ def _check_pair(
         raise InvalidInputError(
             "pack.pack_id", f"paired receipts come from different packs: {FROZEN_PACK} {where}"
         )
+    if baseline.schema_version != candidate.schema_version:
+        raise InvalidInputError(
+            "schema_version",
+            "paired receipts count content writes differently (receipt schemas "
+            f"{baseline.schema_version} and {candidate.schema_version}) {where}",
+        )
     if baseline.pack.write_seq != candidate.pack.write_seq:
         raise InvalidInputError(
             "pack.write_seq",
@@ -293,6 +299,11 @@ def evaluate_full_retrieval(
         elif baseline.pack.pack_id != first.pack.pack_id:
             raise InvalidInputError(
                 "pack.pack_id", f"holdout receipts come from different packs: {FROZEN_PACK}"
+            )
+        elif baseline.schema_version != first.schema_version:
+            raise InvalidInputError(
+                "schema_version",
+                "All holdout receipts must count content writes alike (one receipt schema)",
             )
         elif baseline.pack.write_seq != first.pack.write_seq:
             raise InvalidInputError(

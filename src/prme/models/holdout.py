@@ -250,6 +250,7 @@ class FullRetrievalEvaluation(Frozen):
     memory_artifact_sha256: Sha256Hex
     pack_digest: Sha256Hex
     pack_id: NonBlankStr
+    # The receipts' content write sequence: the owner's for receipt schema 2, the pack's for 1.
     write_seq: int = Field(ge=0)
     input_checksum: Sha256Hex
     receipt_checksums: dict[str, Sha256Hex]

@@ -66,7 +66,13 @@ class Store(Protocol):
 
     def bind_embedder(self, identity: dict[str, Any]) -> None: ...
 
-    # content writes (each bumps the content write sequence)
+    def owner_write_seq(self, user_id: str) -> int:
+        """The owner's content write sequence (0 before the owner's first content write):
+        bumped in the transaction of every content write to the owner's memories, and
+        consistent with :meth:`read_snapshot` when read inside one."""
+        ...
+
+    # content writes (each bumps the pack's and the owners' content write sequences)
     def insert_memories(
         self,
         nodes: Sequence[MemoryNode],
