@@ -29,13 +29,10 @@ from typing import Any
 from prme import MemoryClient, PRMEConfig, ScoringWeights
 from prme.bulk import gc_paused
 from prme.config import EmbeddingConfig
-from prme.learning.gate1 import (
-    evaluate_judgments,
-    evaluate_learning,
-    fit_multipliers,
-    observe,
-    snapshot_from_receipts,
-)
+from prme.learning.fitting import fit_multipliers
+from prme.learning.gate1 import evaluate_judgments, evaluate_learning
+from prme.learning.observations import observe
+from prme.learning.snapshot import snapshot_from_receipts
 from prme.learning.stats import percentile_bootstrap_interval
 from prme.models.learning import LearningConfig
 from prme.models.receipt import (

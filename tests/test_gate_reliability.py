@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from prme.models.scoring import RankingMultipliers, ScoringWeights, adjusted_weights
 from prme.simulation import (
     GATE1_PASS,
     GATE2_PASS,
@@ -44,8 +45,12 @@ def test_planted_signal_passes_both_gates_in_most_runs(tmp_path: Path) -> None:
 
     assert rates["both"]["passes"] > PLANTED_RUNS / 2
     learned = [r for r in results if r.both_passed]
-    # the planted signal is confidence: a passing proposal raises its weight above neutral
-    assert all(r.multipliers["confidence"] > 1.0 for r in learned)
+    # the planted signal is confidence: a passing proposal raises its share of the (renormalized)
+    # weights above base scoring's
+    base = ScoringWeights()
+    for r in learned:
+        applied = adjusted_weights(base, RankingMultipliers(**r.multipliers))
+        assert applied.w_confidence > base.w_confidence
     assert all(r.gate2_gain is not None and r.gate2_gain >= 0.01 for r in learned)
 
 

@@ -14,12 +14,24 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
-from prme.models.scoring import ScoringWeights
+from prme.models.scoring import ADDITIVE_FEATURES, ScoringWeights
 from prme.models.trace import RankFusionTrace, ScoreTrace
 
 FloatArray = npt.NDArray[np.float64]
 RankingPolicy = Literal["score_path_id"]
 TIE_BREAK_SCALE = 1e-11
+# The trace column each additive weight multiplies, in ADDITIVE_FEATURES order.
+ADDITIVE_COLUMNS: tuple[str, ...] = tuple(
+    {
+        "semantic": "semantic_similarity",
+        "lexical": "lexical_relevance",
+        "graph": "graph_proximity",
+        "recency": "recency_factor",
+        "salience": "salience",
+        "confidence": "confidence",
+    }[name]
+    for name in ADDITIVE_FEATURES
+)
 
 
 def weighted_score(trace: ScoreTrace, weights: ScoringWeights) -> float:
@@ -167,3 +179,45 @@ def rrf_scores(
             score = score - tie * TIE_BREAK_SCALE
         scores.append(score)
     return scores
+
+
+class FactoredWeighted:
+    """The weighted formula factored for fitting multipliers ``m`` to many candidates at once.
+
+    With ``w = w0⊙m / Σ(w0⊙m)`` (:func:`prme.models.scoring.adjusted_weights`), the weighted
+    formula's float form (no final rounding) is
+    ``s(m) = (Σ_f a_f·m_f) / (Σ_f w0_f·m_f) + offset`` with ``a_f = x_f·w0_f·epistemic·boost``
+    and ``offset = temporal_boost·affinity·boost``, capped at ``semantic + lexical`` below the
+    relevance floor. ``a`` and ``w0`` are computed once; each evaluation costs one pass over the
+    additive features, summed left to right (no BLAS: the same bits on every machine).
+
+    Args:
+        columns: trace columns by ScoreTrace field name (every additive column, epistemic_weight,
+            temporal_affinity, node_type_boost), one entry per candidate.
+        formulas: each candidate's ``ScoringWeights.formula()`` as rows of a matrix (the additive
+            weights in ADDITIVE_FEATURES order, then temporal_boost and relevance_floor).
+    """
+
+    def __init__(self, columns: dict[str, FloatArray], formulas: FloatArray) -> None:
+        width = len(ADDITIVE_FEATURES)
+        w0 = formulas[:, :width]
+        temporal_boost, floor = formulas[:, width], formulas[:, width + 1]
+        boost = columns["node_type_boost"]
+        scale = columns["epistemic_weight"] * boost
+        self.numerator = [columns[c] * w0[:, j] * scale for j, c in enumerate(ADDITIVE_COLUMNS)]
+        self.denominator = [w0[:, j] for j in range(width)]
+        affinity = columns["temporal_affinity"]
+        self.offset = np.where(affinity != 0.0, temporal_boost * affinity, 0.0) * boost
+        self.relevance = columns["semantic_similarity"] + columns["lexical_relevance"]
+        self.capped = (floor > 0.0) & (self.relevance < floor)
+
+    def scores(self, multipliers: Sequence[float]) -> FloatArray:
+        """``s(m)`` for every candidate (multipliers in ADDITIVE_FEATURES order)."""
+        m = list(multipliers)
+        numerator = self.numerator[0] * m[0]
+        denominator = self.denominator[0] * m[0]
+        for j in range(1, len(m)):
+            numerator = numerator + self.numerator[j] * m[j]
+            denominator = denominator + self.denominator[j] * m[j]
+        scores: FloatArray = numerator / denominator + self.offset
+        return np.where(self.capped, np.minimum(scores, self.relevance), scores)
