@@ -294,6 +294,28 @@ def test_reversed_validation_labels_keep_the_fit_and_give_no_improvement(algorit
     assert control.decision == "no_improvement"
     assert control.validation_ndcg_gain == pytest.approx(-original.validation_ndcg_gain)  # type: ignore[operator]
     assert control.win_tie_loss == {"wins": 0, "ties": 0, "losses": 32}
+    # The report says why: the gain, its interval and the pairwise gain all fail, and every
+    # validation group regressed from 1 to 1/log2(3) (listed by label).
+    assert original.refusal is None and "refusal" not in original.model_dump(mode="json")
+    assert control.refusal is not None
+    assert [r.rule for r in control.refusal.rules] == [
+        "validation_ndcg_gain",
+        "validation_gain_interval.low",
+        "validation_pairwise_gain",
+    ]
+    assert control.refusal.rules[0].observed == control.validation_ndcg_gain
+    assert control.refusal.rules[0].required == ">= 0.01"
+    labels = sorted(f"query {i}" for i in held_out)
+    assert [g.group_label for g in control.refusal.regressed_groups] == labels
+    fallen = judged_ndcg(["n", "p"], ["p"], 10)  # = 1/log2(3)
+    assert all(
+        (g.baseline_ndcg, g.candidate_ndcg) == (1.0, fallen)
+        for g in control.refusal.regressed_groups
+    )
+    edited = control.model_dump(mode="json")
+    edited["refusal"]["regressed_groups"] = []
+    with pytest.raises(ValueError, match="refusal does not match"):
+        LearningEvaluation.model_validate(edited)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -46,6 +46,7 @@ from prme.models.learning import (
     QueryLearningResult,
     decide,
     learning_input_checksum,
+    learning_refusal,
     missing_groups,
 )
 from prme.models.receipt import RetrievalReceipt
@@ -218,10 +219,14 @@ def _evaluate(
     gain = mean(diffs)
     pairwise_gain = mean([q.pairwise_diff for q in held_out])
     interval = percentile_bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
+    decision = decide(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain)
     return LearningEvaluation(
         **common,
         multipliers=fitted,
-        decision=decide(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain),
+        decision=decision,
+        refusal=None
+        if decision != "no_improvement"
+        else learning_refusal(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain, results),
         training_loss_before=before,
         training_loss_after=after,
         validation_ndcg_gain=gain,

@@ -24,6 +24,7 @@ from prme.canonical import checksum
 from prme.learning.stats import mean, win_tie_loss
 from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex
 from prme.models.enums import Scope
+from prme.models.refusal import Refusal, refusal
 from prme.models.relevance import RelevanceSurface
 from prme.models.scope import scope_set_key
 from prme.models.scoring import RankingMultipliers
@@ -149,13 +150,47 @@ class QueryLearningResult(Frozen):
         return self.candidate_pairwise_accuracy - self.baseline_pairwise_accuracy
 
 
+def checks(
+    ndcg_gain: float, interval_low: float, pairwise_gain: float, min_ndcg_gain: float
+) -> tuple[tuple[str, float, str, bool], ...]:
+    """§E.11's rules as ``(report field, observed, required, passed)``, in this order."""
+    return (
+        ("validation_ndcg_gain", ndcg_gain, f">= {min_ndcg_gain!r}", ndcg_gain >= min_ndcg_gain),
+        ("validation_gain_interval.low", interval_low, "> 0", interval_low > 0.0),
+        (
+            "validation_pairwise_gain",
+            pairwise_gain,
+            f">= -{TOLERANCE!r}",
+            pairwise_gain >= -TOLERANCE,
+        ),
+    )
+
+
 def decide(
     ndcg_gain: float, interval_low: float, pairwise_gain: float, min_ndcg_gain: float
 ) -> Decision:
     """§E.11: improved iff gain ≥ min_ndcg_gain, interval low > 0 and pairwise gain ≥ −1e-12."""
-    if ndcg_gain >= min_ndcg_gain and interval_low > 0.0 and pairwise_gain >= -TOLERANCE:
+    if all(passed for *_, passed in checks(ndcg_gain, interval_low, pairwise_gain, min_ndcg_gain)):
         return "improved_on_observed_candidates"
     return "no_improvement"
+
+
+def learning_refusal(
+    ndcg_gain: float,
+    interval_low: float,
+    pairwise_gain: float,
+    min_ndcg_gain: float,
+    queries: Sequence[QueryLearningResult],
+) -> Refusal:
+    """Why gate 1 refused: the failed rules and the regressed validation groups."""
+    return refusal(
+        checks(ndcg_gain, interval_low, pairwise_gain, min_ndcg_gain),
+        (
+            (q.group_label, q.baseline_judged_ndcg, q.candidate_judged_ndcg)
+            for q in queries
+            if q.split == "validation"
+        ),
+    )
 
 
 def learning_input_checksum(
@@ -232,6 +267,9 @@ class LearningEvaluation(Frozen):
     queries: tuple[QueryLearningResult, ...]
     # insufficient_data only: how many more groups each split needs to reach its minimum.
     missing_groups: dict[str, int] | None = None
+    # no_improvement only: the failed rules and the regressed validation groups (reports made
+    # before refusals were recorded have none).
+    refusal: Refusal | None = None
     limitations: tuple[str, ...] = LIMITATIONS
     attestation: str | None = None
 
@@ -317,6 +355,7 @@ class LearningEvaluation(Frozen):
         if (
             not self.multipliers.is_neutral
             or self.queries
+            or self.refusal is not None
             or any(s is not None for s in statistics)
         ):
             raise ValueError(
@@ -397,3 +436,9 @@ class LearningEvaluation(Frozen):
             )
         if self.decision != decide(gain, interval[0], pairwise, cfg.min_ndcg_gain):
             raise ValueError("Learning evaluation decision does not match its metrics")
+        if self.refusal is not None and (
+            self.decision != "no_improvement"
+            or self.refusal
+            != learning_refusal(gain, interval[0], pairwise, cfg.min_ndcg_gain, self.queries)
+        ):
+            raise ValueError("Learning evaluation refusal does not match its metrics")
