@@ -1,8 +1,10 @@
-"""The scoring formulas, scalar (replay) and vectorized (retrieval), with identical arithmetic.
+"""The scoring formulas, each defined once.
 
-Both forms evaluate the same IEEE-754 operations in the same order, so a score computed by
-retrieval is reproduced bit for bit by replaying its trace. Rounding always uses Python's
-``round(x, 10)`` (numpy's rounding differs in the last place).
+The weighted formula is :func:`weighted_scores` (vectorized; :func:`weighted_score` is that
+function on one trace), so a score computed by retrieval is reproduced bit for bit by replaying
+its trace. :class:`FactoredWeighted` is the same formula factored for fitting multipliers
+(float form, no rounding). Rounding always uses Python's ``round(x, 10)`` (numpy's rounding
+differs in the last place).
 """
 
 from __future__ import annotations
@@ -34,44 +36,45 @@ ADDITIVE_COLUMNS: tuple[str, ...] = tuple(
 )
 
 
-def weighted_score(trace: ScoreTrace, weights: ScoringWeights) -> float:
-    """Formula 1 (weighted), reference §B.5 steps 3–8.
+# Every trace column the weighted formula reads.
+WEIGHTED_COLUMNS: tuple[str, ...] = (
+    *ADDITIVE_COLUMNS,
+    "epistemic_weight",
+    "temporal_affinity",
+    "node_type_boost",
+)
 
-    ``additive = Σ w_f·x_f`` over semantic, lexical, graph, recency, salience, confidence;
-    ``score = additive × epistemic_weight (+ temporal_boost × temporal_affinity) × node_type_boost``;
-    capped at ``semantic + lexical`` when that sum is below ``relevance_floor``; rounded to 10 places.
-    """
-    w = weights
-    t = trace
-    score = (
-        w.w_semantic * t.semantic_similarity
-        + w.w_lexical * t.lexical_relevance
-        + w.w_graph * t.graph_proximity
-        + w.w_recency * t.recency_factor
-        + w.w_salience * t.salience
-        + w.w_confidence * t.confidence
-    ) * t.epistemic_weight
-    if t.temporal_affinity != 0.0:
-        score = score + w.temporal_boost * t.temporal_affinity
-    score = score * t.node_type_boost
-    relevance = t.semantic_similarity + t.lexical_relevance
-    if w.relevance_floor > 0.0 and relevance < w.relevance_floor:
-        score = min(score, relevance)
-    return round(score, 10)
+
+def weighted_score(trace: ScoreTrace, weights: ScoringWeights) -> float:
+    """:func:`weighted_scores` of one trace (the same arithmetic: it is that function)."""
+    return weighted_scores(trace_columns([trace]), weights)[0]
+
+
+def trace_columns(traces: Sequence[ScoreTrace]) -> dict[str, FloatArray]:
+    """The weighted formula's columns of ``traces``, keyed by ScoreTrace field name."""
+    return {
+        name: np.asarray([getattr(t, name) for t in traces], dtype=np.float64)
+        for name in WEIGHTED_COLUMNS
+    }
 
 
 def weighted_scores(features: dict[str, FloatArray], weights: ScoringWeights) -> list[float]:
-    """Vectorized :func:`weighted_score` over arrays keyed by ScoreTrace field names."""
+    """Formula 1 (weighted), reference §B.5 steps 3–8, over arrays keyed by ScoreTrace names.
+
+    ``additive = Σ w_f·x_f`` over ADDITIVE_FEATURES (semantic, lexical, graph, recency,
+    salience, confidence), summed left to right;
+    ``score = additive × epistemic_weight (+ temporal_boost × temporal_affinity) × node_type_boost``;
+    capped at ``semantic + lexical`` when that sum is below ``relevance_floor``; each score
+    rounded to 10 places by Python's ``round`` (numpy's rounding differs in the last place).
+    """
     w = weights
     f = features
-    score = (
-        w.w_semantic * f["semantic_similarity"]
-        + w.w_lexical * f["lexical_relevance"]
-        + w.w_graph * f["graph_proximity"]
-        + w.w_recency * f["recency_factor"]
-        + w.w_salience * f["salience"]
-        + w.w_confidence * f["confidence"]
-    ) * f["epistemic_weight"]
+    additive = zip(w.additive(), ADDITIVE_COLUMNS, strict=True)
+    first_weight, first_column = next(additive)
+    score = first_weight * f[first_column]
+    for weight, column in additive:
+        score = score + weight * f[column]
+    score = score * f["epistemic_weight"]
     affinity = f["temporal_affinity"]
     score = np.where(affinity != 0.0, score + w.temporal_boost * affinity, score)
     score = score * f["node_type_boost"]
