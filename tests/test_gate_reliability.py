@@ -17,6 +17,7 @@ from prme.simulation import (
     GATE1_PASS,
     GATE2_PASS,
     RunResult,
+    SimulationSettings,
     pass_rates,
     simulate,
     wilson_interval,
@@ -24,15 +25,25 @@ from prme.simulation import (
 
 QUICK_RUNS = 20
 PLANTED_RUNS = 6
+# The bounds issue 16 sets on false passes under the null: gate 1 alone, and both gates.
+GATE1_BOUND = 0.05
+BOTH_BOUND = 0.01
+ALGORITHMS = ("listwise_ndcg_multipliers_v1", "pairwise_weight_multipliers_v1")
 
 
-def test_null_simulation_rarely_passes_both_gates(tmp_path: Path) -> None:
-    results = simulate(tmp_path, runs=QUICK_RUNS, signal=0.0, workers=2)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_null_simulation_rarely_passes_both_gates(tmp_path: Path, algorithm: str) -> None:
+    settings = SimulationSettings(algorithm=algorithm)  # type: ignore[arg-type]
+    results = simulate(tmp_path, runs=QUICK_RUNS, signal=0.0, workers=2, settings=settings)
     rates = pass_rates(results)
 
     assert [r.seed for r in results] == list(range(QUICK_RUNS))
     assert rates["runs"] == QUICK_RUNS
-    assert rates["both"]["rate"] <= 0.10
+    # The quick sample may not show a rate significantly above its bound: each 95 % Wilson
+    # interval's lower end stays at or below the bound (20 runs: at most 2 gate-1 false passes
+    # and at most 1 run through both gates).
+    assert rates["gate1"]["interval95"][0] <= GATE1_BOUND
+    assert rates["both"]["interval95"][0] <= BOTH_BOUND
     assert rates["both"]["passes"] <= rates["gate1"]["passes"]
     # the workload gives gate 1 enough groups: every run fits and decides
     assert "insufficient_data" not in rates["gate1_decisions"]

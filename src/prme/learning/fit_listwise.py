@@ -15,8 +15,10 @@ is never worse than neutral on this loss.
 
 Conservative by construction: judged NDCG is a step function, so the search can move further
 than the evidence asks. The found point ``x*`` is shrunk towards neutral to the smallest
-``t·x*`` (t = 1/16, 2/16, …, 1) that keeps at least 90 % of the loss improvement and the
-regression guard: the smallest move that keeps most of the training gain.
+``t·x*`` (t = 1/16, 2/16, …, 1) that keeps at least 90 % of the improvement of the evidence
+part ``1 − mean N + regret`` (the pull is left out: it would reward any shrink), keeps the
+regression guard and still beats neutral on the whole loss: the smallest move that keeps most
+of the training gain.
 """
 
 from __future__ import annotations
@@ -115,22 +117,32 @@ class ListwiseObjective:
         by_group = np.bincount(self.group_of, weights=ndcg * self.share, minlength=self.groups)
         return np.asarray(by_group, dtype=np.float64)
 
-    def __call__(self, logs: FloatArray) -> tuple[float, float]:
-        """(loss, share of training groups worse than base) at ``logs``."""
+    def __call__(self, logs: FloatArray) -> tuple[float, float, float]:
+        """(loss, its evidence part ``1 − quality + regret`` without the pull, share of training
+        groups worse than base) at ``logs``."""
         ndcg = self.group_ndcg(logs)
         drop = self.base - ndcg
         regressed = int(np.count_nonzero(drop > TOLERANCE)) / self.groups
         quality = math.fsum(ndcg.tolist()) / self.groups
         regret = math.fsum(np.maximum(drop, 0.0).tolist()) / self.groups
+        evidence = 1.0 - quality + REGRESSION_WEIGHT * regret
         penalty = math.fsum(x * x for x in logs.tolist())
-        return 1.0 - quality + REGRESSION_WEIGHT * regret + self.regularization * penalty, regressed
+        return evidence + self.regularization * penalty, evidence, regressed
 
 
 def pattern_search(objective: ListwiseObjective, passes: int) -> tuple[FloatArray, float, float]:
     """Guarded coordinate pattern search from neutral, then the shrink towards neutral:
     (log multipliers, loss at neutral, loss at the result)."""
+    seen: dict[tuple[float, ...], tuple[float, float, float]] = {}
+
+    def evaluate(logs: FloatArray) -> tuple[float, float, float]:
+        key = tuple(logs.tolist())  # the search revisits points: each is evaluated once
+        if key not in seen:
+            seen[key] = objective(logs)
+        return seen[key]
+
     current = np.zeros(len(ADDITIVE_FEATURES))
-    before, _ = objective(current)
+    before, base_evidence, _ = evaluate(current)
     best = before
     for step in STEP_SIZES:
         for _ in range(passes):
@@ -142,7 +154,7 @@ def pattern_search(objective: ListwiseObjective, passes: int) -> tuple[FloatArra
                     proposal[f] = min(LOG_MAX, max(LOG_MIN, current[f] + delta))
                     if proposal[f] == current[f]:
                         continue
-                    loss, regressed = objective(proposal)
+                    loss, _, regressed = evaluate(proposal)
                     if regressed <= MAX_REGRESSION_FRACTION and loss < best - TOLERANCE:
                         best, winner = loss, proposal
                 if winner is not None:
@@ -151,11 +163,17 @@ def pattern_search(objective: ListwiseObjective, passes: int) -> tuple[FloatArra
                 break
     if not best < before - TOLERANCE:
         return np.zeros(len(ADDITIVE_FEATURES)), before, before
-    wanted = before - KEEP_GAIN * (before - best)
+    # The shrink is judged on the evidence alone (the pull would reward any shrink).
+    _, found, _ = evaluate(current)
+    wanted = base_evidence - KEEP_GAIN * (base_evidence - found)
     for i in range(1, SHRINK_STEPS):
         shrunk = current * (i / SHRINK_STEPS)
-        loss, regressed = objective(shrunk)
-        if regressed <= MAX_REGRESSION_FRACTION and loss <= wanted and loss < before - TOLERANCE:
+        loss, evidence, regressed = evaluate(shrunk)
+        if (
+            regressed <= MAX_REGRESSION_FRACTION
+            and evidence <= wanted
+            and loss < before - TOLERANCE
+        ):
             return shrunk, before, loss
     return current, before, best
 
