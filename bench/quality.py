@@ -3,6 +3,7 @@
     python bench/quality.py --data ../shared/data/locomo --out quality.json
     python bench/quality.py --data ../shared/data/locomo --parts learning --depths 10,20
     python bench/quality.py --quick                 # only the gate-reliability simulation
+                                                    # (exit 1 if a null bound is exceeded)
 
 Every learning and reliability result is given for each gate-1 algorithm (``--algorithms``,
 both by default), side by side, on the same judgments and holdout queries.
@@ -71,6 +72,7 @@ SPLIT_SEED = 20240101  # not the gate-1 seed (42): the two splits must be indepe
 HOLDOUT_LIMIT = 20
 RETRIEVAL_DEPTH = 50
 PLANTED_SIGNALS = (1.0, 0.5, 0.25)
+FALSE_PASS_BOUNDS = {"gate1": 0.05, "both": 0.01}
 REFERENCE = {
     "source": "the original system, same embedder, same 7 conversations (issue 9)",
     "rrf": {"recall@10": 0.570, "ndcg@10": 0.407},
@@ -567,7 +569,17 @@ def part_reliability(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 settings=settings,
             )
             power[str(signal)] = pass_rates(runs)
-        by_algorithm[algorithm] = {"false_pass": pass_rates(null), "power": power}
+        rates = pass_rates(null)
+        by_algorithm[algorithm] = {
+            "false_pass": rates,
+            # Issue 16's bounds, checked as "not significantly above": each 95 % Wilson
+            # interval's lower end at or below its bound.
+            "bounds_hold": {
+                "gate1 <= 0.05": rates["gate1"]["interval95"][0] <= FALSE_PASS_BOUNDS["gate1"],
+                "both <= 0.01": rates["both"]["interval95"][0] <= FALSE_PASS_BOUNDS["both"],
+            },
+            "power": power,
+        }
         log(f"reliability {algorithm}: false pass {by_algorithm[algorithm]['false_pass']}")
     default = SimulationSettings()
     out: dict[str, Any] = {
@@ -675,7 +687,8 @@ def tables(result: dict[str, Any]) -> str:
             fp = block["false_pass"]
             lines.append(
                 f"\n{algorithm} null ({fp['runs']} runs): gate1 {_rate(fp['gate1'])} "
-                f"gate2 {_rate(fp['gate2'])} both {_rate(fp['both'])}"
+                f"gate2 {_rate(fp['gate2'])} both {_rate(fp['both'])} "
+                f"bounds hold: {block['bounds_hold']}"
             )
             for signal, p in block["power"].items():
                 lines.append(
@@ -760,6 +773,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.tables.write_text(table + "\n", encoding="utf-8")
     log(table)
     print(text)
+    reliability = result.get("reliability")
+    if reliability and not all(
+        ok for block in reliability["algorithms"].values() for ok in block["bounds_hold"].values()
+    ):
+        log("a null false-pass rate is significantly above its bound")
+        raise SystemExit(1)
     return result
 
 

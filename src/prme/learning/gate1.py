@@ -12,6 +12,13 @@ Both reduce to a :class:`Snapshot` and produce byte-identical reports for the sa
 Rescoring uses each receipt's **pre-multiplier** weights: ``adjusted_weights(weights, m)``. The
 baseline is neutral multipliers over those weights (base scoring); multipliers recorded at
 retrieval time are only used to check that the judged scores replay (DESIGN §6.4).
+
+The modules of gate 1, by concern: :mod:`~prme.learning.snapshot` (identity-checked inputs),
+:mod:`~prme.learning.observations` (labels, exclusions, groups),
+:mod:`~prme.learning.table` (the columnar feature table, exact replay, positions, metrics),
+:mod:`~prme.learning.fitting` (the algorithms by name: :mod:`~prme.learning.fit_listwise`,
+the default, and :mod:`~prme.learning.fit_pairwise`, the reference), and this module
+(evaluation and the report).
 """
 
 from __future__ import annotations
@@ -52,9 +59,7 @@ from prme.models.learning import (
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord
 from prme.models.scope import ScopeInput
-from prme.models.scoring import (
-    RankingMultipliers,
-)
+from prme.models.scoring import RankingMultipliers
 
 _TEXT_KEYS = TypeAdapter(dict[UUID, str])
 

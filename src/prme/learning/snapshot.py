@@ -7,16 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
-from pydantic import TypeAdapter
-
 from prme.canonical import canonical_json, sha256_hex
 from prme.errors import InvalidInputError
 from prme.models.base import uuid_text_order
 from prme.models.evidence import JudgmentEvidence
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord
-
-_TEXT_KEYS = TypeAdapter(dict[UUID, str])
 
 
 # --------------------------------------------------------------------------- the snapshot
