@@ -27,6 +27,7 @@ from prme.models.holdout import (
     FullRetrievalTrial,
     aggregate,
     decide,
+    holdout_refusal,
     input_checksum,
 )
 from prme.models.receipt import RetrievalReceipt
@@ -359,6 +360,17 @@ def evaluate_full_retrieval(
         candidate_recall=agg.candidate_recall,
         regression_fraction=agg.regression_fraction,
     )
+    refused = None
+    if decision == "no_improvement" and interval is not None:
+        refused = holdout_refusal(
+            cfg,
+            ndcg_gain=agg.ndcg_gain,
+            interval_low=interval[0],
+            baseline_recall=agg.baseline_recall,
+            candidate_recall=agg.candidate_recall,
+            regression_fraction=agg.regression_fraction,
+            queries=queries,
+        )
     features = first.execution.features
     receipt_checksums = dict(sorted(checksums.items()))
     missing = cfg.min_query_groups - len(queries)
@@ -395,6 +407,7 @@ def evaluate_full_retrieval(
         baseline_multipliers=baseline_m,
         candidate_multipliers=candidate_m,
         decision=decision,
+        refusal=refused,
         baseline_recall=agg.baseline_recall,
         candidate_recall=agg.candidate_recall,
         recall_gain=agg.recall_gain,

@@ -23,7 +23,7 @@ from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex, UTCDat
 from prme.models.enums import NodeType, RetrievalMode, Scope
 from prme.models.scoring import RankingMultipliers, ScoringWeights, adjusted_weights
 from prme.models.trace import RankFusionTrace, ScoreTrace
-from prme.retrieval.scoring import ranking_key, rrf_score, weighted_score
+from prme.retrieval.scoring import ranking_key, rrf_score, trace_columns, weighted_scores
 
 RECEIPT_SCHEMA_VERSION: Final = 2
 REPLAY_CONTEXT = "prme.receipt.replay"
@@ -128,7 +128,7 @@ class RetrievalReceipt(Frozen):
             return [rrf_score(c.rank_fusion, k) if c.rank_fusion else 0.0 for c in self.candidates]
         chosen = self.ranking_multipliers if multipliers is None else multipliers
         weights = adjusted_weights(self.weights, chosen)
-        return [weighted_score(c.trace, weights) for c in self.candidates]
+        return weighted_scores(trace_columns([c.trace for c in self.candidates]), weights)
 
     def replay_ranking(self) -> list[UUID]:
         """The stored candidates re-sorted by replayed score under the recorded ranking policy."""

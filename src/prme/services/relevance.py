@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError, NotFoundError
-from prme.learning.gate1 import Judgment
+from prme.learning.snapshot import Judgment
 from prme.models.evidence import JudgmentEvidence
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import (
