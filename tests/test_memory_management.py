@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from conftest import FakeClock
 
 from prme import MemoryClient
 from prme.errors import FrozenPackError, InvalidInputError, NotFoundError
 from prme.models.enums import LifecycleState
-from conftest import FakeClock
 
 
 def _ids(client: MemoryClient, query: str, **kwargs: object) -> list[str]:

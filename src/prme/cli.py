@@ -523,6 +523,9 @@ def judge(target: Target, labels: Sequence[str], **fields: Any) -> None:
     submission["labels"] = dict(_label(raw) for raw in labels)
     with target.open() as memory:
         record = memory.record_relevance(submission, user_id=target.user_id)
+    if not target.as_json:
+        for warning in getattr(record, "warnings", ()):
+            click.echo(f"warning: {warning}", err=True)
     target.show(
         record,
         lambda: click.echo(

@@ -412,6 +412,11 @@ class MemoryClient:
     ) -> RelevanceRecord:
         """Save explicit labels on candidates returned by one of the owner's retrievals.
 
+        A judgment of a retrieval run under rank fusion (rrf) is saved, but learning will
+        exclude it (``rank_fusion_receipt_records``): the result is then a
+        :class:`~prme.models.relevance.RecordedRelevance` whose ``warnings`` say so (create
+        packs with weighted fusion to learn: ``prme init --fusion weighted``).
+
         Labels must name candidates of that request's saved receipt (for ``surface="context"``:
         included entries, positives with source content). Reusing ``feedback_id`` with the same
         content returns the original record; with different content it is an error.
