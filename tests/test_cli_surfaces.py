@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +149,26 @@ def test_judging_an_rrf_retrieval_warns(tmp_path: Path) -> None:
         and "warning:" in table.stderr
         and "--fusion weighted" in (table.stderr)
     )
+
+
+def test_readme_first_steps_run_as_written(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text("utf-8")
+    section = readme[readme.index("## First steps") : readme.index("## Managing memories")]
+    (block,) = re.findall(r"```sh\n(.*?)```", section, re.S)
+    outputs = []
+    for line in block.strip().splitlines():
+        words = shlex.split(line)
+        assert words[0] == "prme", line
+        done = subprocess.run(
+            [sys.executable, "-m", "prme", *words[1:]],
+            env=CLEAN,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, (line, done.stderr)
+        outputs.append(done.stdout)
+    assert "PostgreSQL 16" in outputs[2] and "fusion weighted" in outputs[2]
+    assert "weighted" in outputs[4]

@@ -378,9 +378,8 @@ def demo(path: Path, report: Path | None, as_json: bool, **options: Any) -> None
     if as_json:
         return emit_json(summary)
     click.echo(f"done in {summary.seconds:.1f}s; report: {summary.report_path}")
-    click.echo(
-        f"inspect: PRME_SCORING__FUSION=weighted PRME_EMBEDDING__PROVIDER={summary.embedder} "
-        f"prme profiles history --path {path} --user-id {summary.user_id} --scope project"
+    click.echo(  # the pack recorded its settings (weighted fusion, the embedder)
+        f"inspect: prme profiles history --path {path} --user-id {summary.user_id} --scope project"
     )
 
 
