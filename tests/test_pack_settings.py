@@ -125,3 +125,17 @@ def test_judging_under_rank_fusion_warns(make_client: Callable[..., MemoryClient
         user_id="alice",
     )
     assert isinstance(retried, RecordedRelevance) and retried.warnings == record.warnings
+
+
+def test_export_and_import_carry_the_settings(
+    make_client: Callable[..., MemoryClient], tmp_path: Path
+) -> None:
+    source = make_client(create=True)
+    source.store("Aster uses PostgreSQL", user_id="alice")
+    dump = tmp_path / "pack.jsonl"
+    source.export_pack(dump)
+    target = make_client(tmp_path / "copy", config=PRMEConfig())
+    target.import_pack(dump)
+    assert target.pack_settings() == source.pack_settings()
+    reopened = make_client(tmp_path / "copy", config=PRMEConfig())
+    assert reopened.config.scoring.fusion == "weighted"

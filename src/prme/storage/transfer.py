@@ -248,6 +248,8 @@ def _records(backend: _Backend) -> Iterator[dict[str, Any]]:
         "source_backend": backend.store.backend_name,
         "embedder": None if embedder is None else json.loads(embedder),
         **{key: meta[key] for key in _META_KEYS},
+        # The pack's recorded retrieval settings (services/pack_settings.py), when it has any.
+        **({"settings": json.loads(meta["settings"])} if "settings" in meta else {}),
     }
     counts = dict.fromkeys(KINDS, 0)
     for row in backend.rows(f"SELECT {', '.join(MEMORY_COLUMNS)} FROM memories ORDER BY rowid"):
@@ -387,6 +389,11 @@ def import_pack(store: Store, source: str | Path | IO[str]) -> TransferSummary:
             {key: str(header[key]) for key in _META_KEYS},
             None if embedder is None else canonical_json(embedder),
         )
+        settings = header.get("settings")
+        if settings is not None:
+            if not isinstance(settings, dict):
+                raise InvalidInputError("source", "the header's settings are not an object")
+            store.record_settings(settings, bump=False)
         pending: list[tuple[Any, ...]] = []
         current = ""
         end: dict[str, Any] | None = None
