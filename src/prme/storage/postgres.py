@@ -58,7 +58,13 @@ from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from prme.canonical import canonical_bytes, canonical_json, sha256_hex
-from prme.errors import FrozenPackError, IntegrityError, InvalidInputError, StorageUnavailableError
+from prme.errors import (
+    FrozenPackError,
+    IntegrityError,
+    InvalidInputError,
+    PackNotFoundError,
+    StorageUnavailableError,
+)
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
@@ -175,6 +181,7 @@ class PostgresStore:
         timeout: float = 10.0,
         upgrade: bool = True,
         synchronous_commit: str = "off",
+        create: bool = True,
     ) -> None:
         if synchronous_commit not in _SYNCHRONOUS_COMMIT:
             raise InvalidInputError(
@@ -197,6 +204,9 @@ class PostgresStore:
             self._guard(),
             psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout) as conn,
         ):
+            self.created = not applied_versions(conn, self.schema)
+            if self.created and not create:
+                raise PackNotFoundError(self.storage_name)
             if upgrade:
                 upgrade_connection(conn, self.schema)
             if LATEST_VERSION not in applied_versions(conn, self.schema):
@@ -445,6 +455,25 @@ class PostgresStore:
                 self._type_vectors(conn, identity)
                 self._bump(conn, "write_seq")
 
+    def pack_settings(self) -> dict[str, Any] | None:
+        row = self._fetchone("SELECT value FROM meta WHERE key = 'settings'")
+        return None if row is None else dict(json.loads(row[0]))
+
+    def record_settings(self, settings: dict[str, Any], *, bump: bool) -> None:
+        self._refuse_if_frozen("configure")
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            self._run(
+                conn,
+                "INSERT INTO meta(key, value) VALUES ('settings', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (canonical_json(settings),),
+            )
+            if bump:
+                # Settings change every owner's retrievals: every owner's sequence moves too.
+                self._bump(conn, "write_seq")
+                self._run(conn, "UPDATE owner_sequences SET write_seq = write_seq + 1")
+
     def _type_vectors(self, conn: Conn, identity: dict[str, Any] | None) -> None:
         dimension = (identity or {}).get("dimension")
         if isinstance(dimension, int) and dimension > 0:
@@ -590,6 +619,33 @@ class PostgresStore:
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
         return True
+
+    def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
+        """End the owner's memory at ``ended_at_us`` and mark it ``superseded`` (as SQLite)."""
+        self._refuse_if_frozen("update")
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            cursor = self._run(
+                conn,
+                "UPDATE memories SET lifecycle_state = 'superseded', updated_at = %s,"
+                " valid_to = LEAST(COALESCE(valid_to, %s), %s)"
+                " WHERE id = %s AND user_id = %s AND lifecycle_state <> 'superseded'",
+                (ended_at_us, ended_at_us, ended_at_us, node_id, user_id),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
+        return True
+
+    def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:
+        """``(id, content)`` of the owner's memories in ``scope`` not superseded, by rowid."""
+        rows = self._fetchall(
+            "SELECT id, content FROM memories WHERE user_id = %s AND scope = %s"
+            " AND lifecycle_state <> 'superseded' ORDER BY rowid",
+            (user_id, scope.value),
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     # ------------------------------------------------------------------ memory reads
     def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:

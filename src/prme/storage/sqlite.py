@@ -27,6 +27,7 @@ from prme.errors import (
     FrozenPackError,
     IntegrityError,
     InvalidInputError,
+    PackNotFoundError,
     ReadOnlyPackError,
     StorageUnavailableError,
 )
@@ -216,10 +217,14 @@ class SQLiteStore:
         frozen: bool = False,
         busy_timeout_ms: int = 10000,
         tracer: Tracer | None = None,
+        create: bool = True,
     ) -> None:
         self.path = Path(path)
         self.db_path = self.path / DB_FILE
-        if not self.db_path.exists():  # a new pack (an existing one is never created again)
+        self.created = not self.db_path.exists()
+        if self.created:  # a new pack (an existing one is never created again)
+            if not create:
+                raise PackNotFoundError(self.path)
             self.path.mkdir(parents=True, exist_ok=True)
         self.frozen = frozen
         # "" (writable), "ro" (read-only through SQLite's WAL index) or "immutable" (read-only
@@ -521,6 +526,22 @@ class SQLiteStore:
                 )
                 self._bump(conn, "write_seq")
 
+    def pack_settings(self) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def record_settings(self, settings: dict[str, Any], *, bump: bool) -> None:
+        self._refuse_if_frozen("configure")
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('settings', ?)",
+                (canonical_json(settings),),
+            )
+            if bump:
+                # Settings change every owner's retrievals: every owner's sequence moves too.
+                self._bump(conn, "write_seq")
+                conn.execute("UPDATE owner_sequences SET write_seq = write_seq + 1")
+
     def pack_digest(self) -> str:
         """SHA-256 over the pack's retrieval-relevant content, in a canonical order."""
         conn = self.conn
@@ -620,6 +641,33 @@ class SQLiteStore:
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
         return True
+
+    def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
+        """End the owner's memory at ``ended_at_us`` (``valid_to``, kept when already earlier)
+        and mark it ``superseded``; a content write that also bumps ``delete_seq`` (an indexed
+        row changed, so the owner's column index is rebuilt)."""
+        self._refuse_if_frozen("update")
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE memories SET lifecycle_state = 'superseded', updated_at = ?,"
+                " valid_to = MIN(COALESCE(valid_to, ?), ?)"
+                " WHERE id = ? AND user_id = ? AND lifecycle_state != 'superseded'",
+                (ended_at_us, ended_at_us, ended_at_us, node_id, user_id),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
+        return True
+
+    def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:
+        """``(id, content)`` of the owner's memories in ``scope`` not superseded, by rowid."""
+        rows = self.conn.execute(
+            "SELECT id, content FROM memories WHERE user_id = ? AND scope = ?"
+            " AND lifecycle_state != 'superseded' ORDER BY rowid",
+            (user_id, scope.value),
+        ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     # ------------------------------------------------------------------ memory reads
     def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:

@@ -256,6 +256,8 @@ def _records(backend: _Backend) -> Iterator[dict[str, Any]]:
                 "SELECT user_id, write_seq FROM owner_sequences ORDER BY user_id"
             )
         },
+        # The pack's recorded retrieval settings (services/pack_settings.py), when it has any.
+        **({"settings": json.loads(meta["settings"])} if "settings" in meta else {}),
     }
     counts = dict.fromkeys(KINDS, 0)
     for row in backend.rows(f"SELECT {', '.join(MEMORY_COLUMNS)} FROM memories ORDER BY rowid"):
@@ -406,6 +408,11 @@ def import_pack(store: Store, source: str | Path | IO[str]) -> TransferSummary:
             None if embedder is None else canonical_json(embedder),
             _owner_sequences(header.get("owner_sequences", {})),
         )
+        settings = header.get("settings")
+        if settings is not None:
+            if not isinstance(settings, dict):
+                raise InvalidInputError("source", "the header's settings are not an object")
+            store.record_settings(settings, bump=False)
         pending: list[tuple[Any, ...]] = []
         current = ""
         end: dict[str, Any] | None = None
