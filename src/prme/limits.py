@@ -10,9 +10,6 @@ re-exported here so that this module lists every bound.
 
 from __future__ import annotations
 
-from prme.models.holdout import MAX_RELEVANT, MAX_TRIALS
-from prme.models.relevance import MAX_LABELS
-
 # Results of one retrieval (``limit``); also bounds ``max_per_source``/``max_per_evidence``
 # (a cap above the limit cannot change anything) and ``retrieval.default_limit``.
 MAX_RESULT_LIMIT = 1000
@@ -27,6 +24,11 @@ MAX_PAGE_SIZE = 1000
 MAX_RECORDS_LIMIT = 100_000
 # Receipt retention (``prune_receipts(older_than=...)``, ``prme pack prune``), in days.
 MAX_RETENTION_DAYS = 36_525
+
+# Imported after the constants above: models/base.py -> validation.py reads them from this
+# module while it is still initialising (prme.limits -> models -> validation -> prme.limits).
+from prme.models.holdout import MAX_RELEVANT, MAX_TRIALS  # noqa: E402
+from prme.models.relevance import MAX_LABELS  # noqa: E402
 
 __all__ = [
     "MAX_CHANNEL_CANDIDATES",
