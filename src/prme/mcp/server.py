@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import ipaddress
 import socket
 import sys
@@ -24,7 +25,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    TypeVar,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 from uuid import UUID, uuid4
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -34,14 +44,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter
 
 from prme.auth import Identity, KeyRing
 from prme.canonical import canonical_json
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
-from prme.errors import is_expected, public_message
+from prme.errors import InvalidInputError, NotFoundError, is_expected, public_message
+from prme.glossary import describe
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -50,9 +61,14 @@ from prme.models.holdout import (
     FullRetrievalTrial,
 )
 from prme.models.learning import LearningConfig, LearningEvaluation
+from prme.models.memory import StoreReceipt
+from prme.models.profiles import RankingProfile, RankingProfileState, RankingProfileStatus
+from prme.models.receipt import RetrievalReceipt
+from prme.models.relevance import RelevanceRecord
 from prme.models.scoring import RankingMultipliers
 
 Transport = Literal["stdio", "http"]
+ReportT = TypeVar("ReportT", LearningEvaluation, FullRetrievalEvaluation)
 IDENTITY_REQUIRED = "Authenticated MCP identity required"
 LOOPBACK_NAMES = frozenset({"localhost"})
 LOOPBACK_ONLY = "without PRME_MCP__USER_KEYS the HTTP transport only listens on loopback"
@@ -115,15 +131,50 @@ def _tool_errors() -> Iterator[None]:
         raise
 
 
-def _json(value: Any) -> str:
-    """The JSON text of a model, a list of models, a dict or None (``null``)."""
-    if isinstance(value, list | tuple):
-        return canonical_json([_plain(item) for item in value])
-    return canonical_json(_plain(value))
-
-
 def _plain(value: Any) -> Any:
+    """The JSON value of a model, a list of models, a dict or None."""
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+class RetrievedMemory(BaseModel):
+    # One result in its compact form; in_context: packed into the context within the budget.
+    id: UUID
+    text: str
+    score: float
+    in_context: bool
+
+
+class Retrieved(BaseModel):
+    """Ranked results (best first); judge them with request_id."""
+
+    request_id: UUID
+    receipt_persisted: bool
+    results: list[RetrievedMemory]
+    details: dict[str, Any] | None = Field(
+        default=None, description="The full response, with details=true."
+    )
+
+
+def _report(
+    load: Callable[..., ReportT | None],
+    name: str,
+    checksum: str | None,
+    whole: dict[str, Any] | None,
+    owner: str,
+) -> ReportT | dict[str, Any]:
+    """The report named by exactly one of its input checksum (loaded from the pack) or ``whole``."""
+    if (checksum is None) == (whole is None):
+        raise InvalidInputError(
+            f"{name}_input_checksum", f"give exactly one of {name}_input_checksum and {name}"
+        )
+    if whole is not None:
+        return whole
+    report = load(checksum, user_id=owner)
+    if report is None:
+        raise NotFoundError(f"{name.capitalize()} report", checksum)
+    return report
 
 
 class MemoryTools:
@@ -152,10 +203,10 @@ class MemoryTools:
         salience: float | None = None,
         pinned: StrictBool = False,
         ttl_days: OptionalInt = None,
-    ) -> str:
+    ) -> StoreReceipt:
         """Store one memory for the owner and return {event_id, node_id, processing_status}; writes a new memory to the pack."""
         with _tool_errors():
-            return _json(
+            return StoreReceipt.model_validate(
                 self.client.store_with_receipt(
                     content,
                     user_id=self.owner(user_id),
@@ -198,37 +249,50 @@ class MemoryTools:
         ranking_multipliers: RankingMultipliers | None = None,
         mode: RetrievalMode = RetrievalMode.DEFAULT,
         include_cross_scope: StrictBool = True,
-    ) -> str:
+        details: StrictBool = False,
+    ) -> Retrieved:
         """Retrieve the owner's memories ranked for a query with the active ranking profile; appends a retrieval receipt and changes no memory."""
         with _tool_errors():
-            return _json(
-                self.client.retrieve(
-                    query,
-                    user_id=self.owner(user_id),
-                    scope=scope,
-                    reference_time=reference_time,
-                    time_from=time_from,
-                    time_to=time_to,
-                    knowledge_at=knowledge_at,
-                    event_time_from=event_time_from,
-                    event_time_to=event_time_to,
-                    token_budget=token_budget,
-                    min_score=min_score,
-                    limit=limit,
-                    max_per_source=max_per_source,
-                    max_per_evidence=max_per_evidence,
-                    exclude_node_types=exclude_node_types,
-                    source_types=source_types,
-                    ranking_multipliers=ranking_multipliers,
-                    retrieval_mode=mode,
-                    include_cross_scope=include_cross_scope,
-                )
+            response = self.client.retrieve(
+                query,
+                user_id=self.owner(user_id),
+                scope=scope,
+                reference_time=reference_time,
+                time_from=time_from,
+                time_to=time_to,
+                knowledge_at=knowledge_at,
+                event_time_from=event_time_from,
+                event_time_to=event_time_to,
+                token_budget=token_budget,
+                min_score=min_score,
+                limit=limit,
+                max_per_source=max_per_source,
+                max_per_evidence=max_per_evidence,
+                exclude_node_types=exclude_node_types,
+                source_types=source_types,
+                ranking_multipliers=ranking_multipliers,
+                retrieval_mode=mode,
+                include_cross_scope=include_cross_scope,
             )
+        return Retrieved(
+            request_id=response.metadata.request_id,
+            receipt_persisted=response.metadata.receipt_persisted,
+            results=[
+                RetrievedMemory(
+                    id=r.node.id,
+                    text=r.node.content,
+                    score=r.composite_score,
+                    in_context=r.in_context,
+                )
+                for r in response.results
+            ],
+            details=response.model_dump(mode="json") if details else None,
+        )
 
-    def memory_get_retrieval_receipt(self, request_id: UUID, user_id: UserId = None) -> str:
+    def memory_get_retrieval_receipt(self, request_id: UUID, user_id: UserId = None) -> RetrievalReceipt | None:
         """Return the owner's saved retrieval receipt for request_id, or null; changes nothing."""
         with _tool_errors():
-            return _json(self.client.get_retrieval_receipt(request_id, user_id=self.owner(user_id)))
+            return (self.client.get_retrieval_receipt(request_id, user_id=self.owner(user_id)))
 
     # ----------------------------------------------------------- relevance judgments
     def memory_record_relevance(
@@ -248,7 +312,7 @@ class MemoryTools:
         surface: Literal["results", "context"] = "results",
         method: Literal["explicit_user", "structured_evaluation"] = "explicit_user",
         user_id: UserId = None,
-    ) -> str:
+    ) -> RelevanceRecord:
         """Record explicit relevance labels on candidates of one of the owner's saved retrievals; appends one judgment (an identical retry returns the original)."""
         with _tool_errors():
             submission = {
@@ -258,19 +322,19 @@ class MemoryTools:
                 "surface": surface,
                 "method": method,
             }
-            return _json(self.client.record_relevance(submission, user_id=self.owner(user_id)))
+            return (self.client.record_relevance(submission, user_id=self.owner(user_id)))
 
-    def memory_get_relevance(self, feedback_id: UUID, user_id: UserId = None) -> str:
+    def memory_get_relevance(self, feedback_id: UUID, user_id: UserId = None) -> RelevanceRecord | None:
         """Return the owner's relevance judgment with this feedback_id, or null; changes nothing."""
         with _tool_errors():
-            return _json(self.client.get_relevance(feedback_id, user_id=self.owner(user_id)))
+            return (self.client.get_relevance(feedback_id, user_id=self.owner(user_id)))
 
     def memory_list_relevance(
         self, user_id: UserId = None, limit: Limit = 100, after_id: UUID | None = None
-    ) -> str:
+    ) -> list[RelevanceRecord]:
         """List the owner's relevance judgments ordered by feedback_id (page with after_id); changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.list_relevance(
                     user_id=self.owner(user_id), limit=limit, after_id=after_id
                 )
@@ -288,10 +352,10 @@ class MemoryTools:
             Field(description="Request id → group name, to merge paraphrased queries."),
         ] = None,
         max_records: StrictInt = 10_000,
-    ) -> str:
+    ) -> LearningEvaluation:
         """Gate 1: fit ranking multipliers from the owner's judgments and validate them on held-out query groups; appends the attested report and changes no ranking."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.evaluate_learning(
                     user_id=self.owner(user_id),
                     scopes=scopes,
@@ -308,18 +372,29 @@ class MemoryTools:
         trials: list[FullRetrievalTrial],
         proposal_input_checksum: Sha256Hex,
         memory_artifact_sha256: Sha256Hex,
-        candidate_multipliers: RankingMultipliers,
+        candidate_multipliers: Annotated[
+            RankingMultipliers | None,
+            Field(description="The multipliers every candidate arm applied; omitted: the proposal's."),
+        ] = None,
         user_id: UserId = None,
         scopes: Scopes = None,
         baseline_multipliers: RankingMultipliers | None = None,
         config: FullRetrievalEvaluationConfig | None = None,
-    ) -> str:
+    ) -> FullRetrievalEvaluation:
         """Gate 2: evaluate paired baseline/candidate retrievals of a fixed holdout against complete relevance; appends the attested report and changes no ranking."""
         with _tool_errors():
-            return _json(
+            owner = self.owner(user_id)
+            if candidate_multipliers is None:
+                proposal = self.client.get_learning_evaluation(
+                    proposal_input_checksum, user_id=owner
+                )
+                if proposal is None:
+                    raise NotFoundError("Learning evaluation", proposal_input_checksum)
+                candidate_multipliers = proposal.multipliers
+            return (
                 self.client.evaluate_full_retrieval(
                     trials,
-                    user_id=self.owner(user_id),
+                    user_id=owner,
                     scopes=scopes,
                     proposal_input_checksum=proposal_input_checksum,
                     memory_artifact_sha256=memory_artifact_sha256,
@@ -332,42 +407,60 @@ class MemoryTools:
     # ------------------------------------------------- ranking profiles and the pointer
     def memory_create_ranking_profile(
         self,
+        proposal_input_checksum: Sha256Hex | None = None,
+        holdout_input_checksum: Sha256Hex | None = None,
         proposal: Annotated[
-            LearningEvaluation, Field(description="The report of memory_evaluate_learning.")
-        ],
+            dict[str, Any] | None,
+            Field(description="The whole gate-1 report, only if it is not in this pack."),
+        ] = None,
         holdout: Annotated[
-            FullRetrievalEvaluation,
-            Field(description="The report of memory_evaluate_full_retrieval for that proposal."),
-        ],
+            dict[str, Any] | None,
+            Field(description="The whole gate-2 report, only if it is not in this pack."),
+        ] = None,
         user_id: UserId = None,
-        profile_id: UUID | None = None,
+        profile_id: Annotated[
+            UUID | None, Field(description="A UUID making creation idempotent; new by default.")
+        ] = None,
         baseline_profile_id: UUID | None = None,
-    ) -> str:
-        """Create an immutable ranking profile from a passing proposal and a passing holdout; appends the profile and activates nothing."""
+    ) -> RankingProfile:
+        """Create an immutable ranking profile from a passing proposal and holdout (by input_checksum, or whole reports made by another pack); appends the profile and activates nothing."""
         with _tool_errors():
-            return _json(
+            owner = self.owner(user_id)
+            return (
                 self.client.create_ranking_profile(
-                    proposal,
-                    holdout,
-                    user_id=self.owner(user_id),
+                    _report(
+                        self.client.get_learning_evaluation,
+                        "proposal",
+                        proposal_input_checksum,
+                        proposal,
+                        owner,
+                    ),
+                    _report(
+                        self.client.get_full_retrieval_evaluation,
+                        "holdout",
+                        holdout_input_checksum,
+                        holdout,
+                        owner,
+                    ),
+                    user_id=owner,
                     profile_id=profile_id,
                     baseline_profile_id=baseline_profile_id,
                 )
             )
 
-    def memory_get_ranking_profile(self, profile_id: UUID, user_id: UserId = None) -> str:
+    def memory_get_ranking_profile(self, profile_id: UUID, user_id: UserId = None) -> RankingProfileStatus | None:
         """Return {profile, active, latest_change} for the owner's profile, or null; changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.get_ranking_profile_status(profile_id, user_id=self.owner(user_id))
             )
 
     def memory_list_ranking_profiles(
         self, user_id: UserId = None, limit: Limit = 100, after_id: UUID | None = None
-    ) -> str:
+    ) -> list[RankingProfile]:
         """List the owner's ranking profiles with their evidence (page with after_id); changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.list_ranking_profiles(
                     user_id=self.owner(user_id), limit=limit, after_id=after_id
                 )
@@ -375,10 +468,10 @@ class MemoryTools:
 
     def memory_get_active_ranking_profile(
         self, user_id: UserId = None, scopes: Scopes = None
-    ) -> str:
+    ) -> RankingProfile | None:
         """Return the profile active for the exact scope set, or null; changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.get_active_ranking_profile(user_id=self.owner(user_id), scopes=scopes)
             )
 
@@ -391,10 +484,10 @@ class MemoryTools:
             UUID | None,
             Field(description="The change_id of the last transition seen: the next older page."),
         ] = None,
-    ) -> str:
+    ) -> list[RankingProfileState]:
         """List the activation, deactivation and rollback transitions of the exact scope set, newest first (page with after_change_id); changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.list_ranking_profile_history(
                     user_id=self.owner(user_id),
                     scopes=scopes,
@@ -405,10 +498,10 @@ class MemoryTools:
 
     def memory_activate_ranking_profile(
         self, profile_id: UUID, user_id: UserId = None, change_id: UUID | None = None
-    ) -> str:
+    ) -> RankingProfileState:
         """Activate a ranking profile for its owner and exact scope set; appends one transition that changes later retrievals."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.activate_ranking_profile(
                     profile_id, user_id=self.owner(user_id), change_id=change_id
                 )
@@ -416,10 +509,10 @@ class MemoryTools:
 
     def memory_deactivate_ranking_profile(
         self, user_id: UserId = None, scopes: Scopes = None, change_id: UUID | None = None
-    ) -> str:
+    ) -> RankingProfileState | None:
         """Return the exact scope set to base scoring; appends one transition (null and nothing written when no profile is active)."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.deactivate_ranking_profile(
                     user_id=self.owner(user_id), scopes=scopes, change_id=change_id
                 )
@@ -434,10 +527,10 @@ class MemoryTools:
         user_id: UserId = None,
         scopes: Scopes = None,
         change_id: UUID | None = None,
-    ) -> str:
+    ) -> RankingProfileState:
         """Point the exact scope set back at a previously active profile or base scoring; appends one transition that changes later retrievals."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.rollback_ranking_profile(
                     profile_id, user_id=self.owner(user_id), scopes=scopes, change_id=change_id
                 )
@@ -456,8 +549,126 @@ _ANNOTATIONS: dict[str, ToolAnnotations] = {
 }
 
 
-def _strict_tool(fn: Callable[..., str]) -> Tool:
-    """A tool whose argument model forbids unknown arguments (a typo must not be ignored)."""
+CORE_TOOLS = frozenset(
+    {
+        "memory_store",
+        "memory_retrieve",
+        "memory_record_relevance",
+        "memory_list",
+        "memory_get",
+        "memory_delete",
+        "memory_update",
+    }
+)
+# An output schema longer than this (a whole evaluation report) is published as a plain JSON
+# object with its title and summary: the result still carries the full structured content.
+OUTPUT_SCHEMA_CHARS = 1500
+OWNER_PARAMETER = "user_id"
+
+
+def _compact(schema: Any, optional: bool = False) -> Any:
+    """A schema without pydantic's generated titles; with ``optional``, a property whose default
+    is null reads as its non-null type (omitting it is how a caller says null)."""
+    if isinstance(schema, list):
+        return [_compact(item, optional) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs"):
+            out[key] = {name: _compact(sub, optional) for name, sub in value.items()}
+        else:
+            out[key] = _compact(value, optional)
+    variants = out.get("anyOf")
+    if optional and "default" in out and out["default"] is None and isinstance(variants, list):
+        kept = [v for v in variants if v != {"type": "null"}]
+        if len(kept) == 1 and len(kept) < len(variants):
+            del out["anyOf"], out["default"]
+            out = {**kept[0], **out}
+    return out
+
+
+def _input_schema(name: str, schema: dict[str, Any], bound: bool) -> dict[str, Any]:
+    """The published input schema: described, compact, and without ``user_id`` when the
+    server binds the owner (a bound server still refuses a ``user_id`` naming someone else)."""
+    schema = _compact(schema, optional=True)
+    properties: dict[str, Any] = schema["properties"]
+    required: list[str] = schema.setdefault("required", [])
+    if OWNER_PARAMETER in properties:
+        if bound:
+            del properties[OWNER_PARAMETER]
+        else:
+            properties[OWNER_PARAMETER] = {
+                "type": "string",
+                "description": "The owner this call acts for (the server binds nobody).",
+            }
+            required.append(OWNER_PARAMETER)
+    if not required:
+        del schema["required"]
+    describe(schema, name, nested=False)  # a nested model's fields are its own business
+    return schema
+
+
+# Input checks that say nothing about the shape of a result.
+_CHECKS = frozenset(
+    {"pattern", "minLength", "maxLength", "minProperties", "maxProperties", "propertyNames"}
+    | {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems"}
+)
+
+
+def _shape(schema: Any) -> Any:
+    """``schema`` without the validation keywords of :data:`_CHECKS` (nor a closed object's
+    ``additionalProperties: false``)."""
+    if isinstance(schema, list):
+        return [_shape(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: ({n: _shape(v) for n, v in value.items()} if key in ("properties", "$defs") else _shape(value))
+        for key, value in schema.items()
+        if key not in _CHECKS and not (key == "additionalProperties" and value is False)
+    }
+
+
+def _output_schema(kind: Any) -> tuple[dict[str, Any], bool]:
+    """The output schema of a tool returning ``kind`` and whether results are wrapped in
+    ``{"result": ...}`` (MCP structured content is always an object)."""
+    schema = _shape(_compact(TypeAdapter(kind).json_schema(mode="serialization")))
+    if len(canonical_json(schema)) > OUTPUT_SCHEMA_CHARS:
+        models = [t for t in (kind, *get_args(kind)) if isinstance(t, type)]
+        model = next((t for t in models if issubclass(t, BaseModel)), None)
+        title = model.__name__ if model is not None else "result"
+        doc = (model.__doc__ or "").strip().split("\n")[0] if model is not None else ""
+        loose: dict[str, Any] = {"type": "object", "title": title, "description": doc}
+        if model is None or get_origin(kind) is not None:  # a list or an optional report
+            loose = {"description": f"{title}: {doc}"}
+        schema = loose
+    if schema.get("type") == "object":
+        return schema, False
+    defs = schema.pop("$defs", None)  # references resolve from the root
+    wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    return ({"$defs": defs, **wrapped} if defs else wrapped), True
+
+
+def _structured(fn: Callable[..., Any], wrap: bool) -> Callable[..., CallToolResult]:
+    """``fn`` returning a CallToolResult: the JSON text and the structured content."""
+
+    @functools.wraps(fn)
+    def call(**arguments: Any) -> CallToolResult:
+        value = _plain(fn(**arguments))
+        return CallToolResult(
+            content=[TextContent(type="text", text=canonical_json(value))],
+            structured_content={"result": value} if wrap else value,
+        )
+
+    return call
+
+
+def _strict_tool(fn: Callable[..., Any], bound: bool) -> Tool:
+    """A tool whose argument model forbids unknown arguments (a typo must not be ignored),
+    with a described input schema and a structured output schema."""
     tool = Tool.from_function(
         fn, structured_output=False, annotations=_ANNOTATIONS.get(fn.__name__)
     )
@@ -467,13 +678,20 @@ def _strict_tool(fn: Callable[..., str]) -> Tool:
         type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid")}),
     )
     tool.fn_metadata.arg_model = strict
-    tool.parameters = strict.model_json_schema(by_alias=True)
+    tool.parameters = _input_schema(fn.__name__, strict.model_json_schema(by_alias=True), bound)
+    output, wrap = _output_schema(get_type_hints(fn)["return"])
+    tool.fn_metadata.output_schema = output
+    tool.fn = _structured(fn, wrap)
     return tool
 
 
 TOOL_NAMES: tuple[str, ...] = tuple(
     name for name in vars(MemoryTools) if name.startswith("memory_")
 )
+TOOL_SETS: dict[str, Callable[[str], bool]] = {
+    "core": lambda name: name in CORE_TOOLS,
+    "all": lambda name: True,
+}
 
 
 def build_server(
@@ -482,6 +700,7 @@ def build_server(
     *,
     transport: Transport = "stdio",
     issuer_url: str = "http://127.0.0.1",
+    tools: str | None = None,
 ) -> MCPServer[Any]:
     """Build the MCP server over ``client``.
 
@@ -491,12 +710,18 @@ def build_server(
             per-user bearer keys of the HTTP transport.
         transport: ``stdio`` or ``http``; keys only apply to ``http``.
         issuer_url: the server's own base URL (the SDK's auth settings require one).
+        tools: ``core`` (store, retrieve, judge and the memory tools) or ``all`` (adds the
+            receipt, learning and profile tools); defaults to ``config.tools``.
 
     Raises:
-        InvalidInputError: an empty or shared key in ``config.user_keys``.
+        InvalidInputError: an empty or shared key in ``config.user_keys``, an unknown tool set.
     """
+    tool_set = tools or config.tools
+    if tool_set not in TOOL_SETS:
+        raise InvalidInputError("tools", f"unknown tool set {tool_set!r}; use {', '.join(TOOL_SETS)}")
     keys = KeyRing(config.user_keys, "mcp.user_keys") if transport == "http" else None
-    tools = MemoryTools(client, _Owner(config.user_id, keys))
+    handlers = MemoryTools(client, _Owner(config.user_id, keys))
+    bound = (keys is not None and keys.enabled) or config.user_id is not None
     kwargs: dict[str, Any] = {}
     if keys is not None and keys.enabled:
         kwargs["token_verifier"] = _KeyVerifier(keys)
@@ -507,7 +732,11 @@ def build_server(
             "Long-term memory with retrieval receipts, relevance judgments and gated ranking "
             "profiles. Store memories, retrieve them, judge results, then learn."
         ),
-        tools=[_strict_tool(getattr(tools, name)) for name in TOOL_NAMES],
+        tools=[
+            _strict_tool(getattr(handlers, name), bound)
+            for name in TOOL_NAMES
+            if TOOL_SETS[tool_set](name)
+        ],
         log_level="WARNING",
         **kwargs,
     )
@@ -579,6 +808,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="bind nobody: every call names its user_id (PRME_MCP__MULTI_OWNER=true)",
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument(
+        "--tools",
+        choices=tuple(TOOL_SETS),
+        help="core: store, retrieve, judge and the memory tools; all (default, PRME_MCP__TOOLS) "
+        "adds the receipt, learning and profile tools",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP listen address")
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (0 picks a free one)")
     args = parser.parse_args(argv)
@@ -587,6 +822,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     update: dict[str, Any] = {"user_id": args.user_id} if args.user_id is not None else {}
     if args.multi_owner:
         update["multi_owner"] = True
+    if args.tools is not None:
+        update["tools"] = args.tools
     config = config.model_copy(update={"mcp": config.mcp.model_copy(update=update)})
     problem = owner_problem(config.mcp, args.transport)
     if problem is not None:
