@@ -423,6 +423,33 @@ def test_invalid_input_is_a_tool_error_and_writes_nothing(tmp_path: Path) -> Non
                 "page": await refused(s, "memory_list_relevance", limit=0),
                 "learning_scopes": await refused(s, "memory_evaluate_learning", scopes=[]),
                 "corrupt": await refused(s, "memory_get_retrieval_receipt", request_id=corrupt_id),
+                "no_proposal": await refused(
+                    s,
+                    "memory_evaluate_full_retrieval",
+                    trials=[
+                        {
+                            "group_id": "g",
+                            "baseline_request_id": str(request_id),
+                            "candidate_request_id": str(uuid.uuid4()),
+                            "relevant_node_ids": [node_id],
+                        }
+                    ],
+                    proposal_input_checksum="0" * 64,
+                    memory_artifact_sha256="0" * 64,
+                ),
+                "both_ways": await refused(
+                    s,
+                    "memory_create_ranking_profile",
+                    proposal_input_checksum="0" * 64,
+                    proposal={"decision": "improved_on_observed_candidates"},
+                    holdout_input_checksum="1" * 64,
+                ),
+                "unknown_reports": await refused(
+                    s,
+                    "memory_create_ranking_profile",
+                    proposal_input_checksum="0" * 64,
+                    holdout_input_checksum="1" * 64,
+                ),
             }
 
     out = anyio.run(body)
@@ -444,6 +471,11 @@ def test_invalid_input_is_a_tool_error_and_writes_nothing(tmp_path: Path) -> Non
     # an internal failure is reported without its details; the server log keeps them
     assert out["corrupt"] == "Error executing tool memory_get_retrieval_receipt"
     assert "IntegrityError" in (tmp_path / "err.log").read_text()
+    assert f"candidate_multipliers: required: the proposal {'0' * 64} is not in this pack" in (
+        out["no_proposal"]
+    )
+    assert "give exactly one of proposal_input_checksum and proposal" in out["both_ways"]
+    assert f"Proposal report not found: {'0' * 64}" in out["unknown_reports"]
     with open_pack(pack) as memory:  # nothing was written by any refused call
         assert [m.content for m in memory.list(user_id="alice")] == ["Aster uses PostgreSQL."]
         assert len(memory.engine.store.find_ops(RECEIPT_OP, "bob")) == 0

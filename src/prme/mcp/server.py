@@ -389,7 +389,10 @@ class MemoryTools:
                     proposal_input_checksum, user_id=owner
                 )
                 if proposal is None:
-                    raise NotFoundError("Learning evaluation", proposal_input_checksum)
+                    raise InvalidInputError(
+                        "candidate_multipliers",
+                        f"required: the proposal {proposal_input_checksum} is not in this pack",
+                    )
                 candidate_multipliers = proposal.multipliers
             return (
                 self.client.evaluate_full_retrieval(
