@@ -1,7 +1,9 @@
 """The MCP server: every memory and learning operation as a tool, over stdio or streamable HTTP.
 
 Each tool binds the owner, calls one public :class:`~prme.client.MemoryClient` method and
-returns its result as JSON text (``model_dump(mode="json")``, or ``null``). Expected errors become
+returns its result as structured content checked by a published output schema, with the same
+JSON as text (``model_dump(mode="json")``, or ``null``; see :mod:`prme.mcp.schemas`). The
+learning tools take input checksums, and the server loads the reports it persisted. Expected errors become
 tool errors (``isError: true``) carrying :func:`prme.errors.public_message`; anything else is
 reported by the SDK as ``Error executing tool <name>`` and logged server-side with its traceback.
 
@@ -10,14 +12,16 @@ Owner binding: over stdio the owner is fixed by configuration (``PRME_MCP__USER_
 the configured ``user_id`` binds, and the server only listens on loopback. A ``user_id``
 argument naming anyone else is refused. A server that would bind nobody refuses to start unless
 ``--multi-owner`` (``PRME_MCP__MULTI_OWNER=true``) says so explicitly; then every call must name
-its ``user_id``.
+its ``user_id``. A bound server publishes no ``user_id`` parameter at all.
+
+Tool sets: ``--tools core`` (``PRME_MCP__TOOLS=core``) lists only store, retrieve, judge and the
+memory tools; ``all`` (the default) adds the receipt, learning and profile tools.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import ipaddress
 import socket
 import sys
@@ -31,8 +35,6 @@ from typing import (
     Literal,
     TypeVar,
     cast,
-    get_args,
-    get_origin,
     get_type_hints,
 )
 from uuid import UUID, uuid4
@@ -44,15 +46,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, TypeAdapter
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from prme.auth import Identity, KeyRing
-from prme.canonical import canonical_json
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
 from prme.errors import InvalidInputError, NotFoundError, is_expected, public_message
-from prme.glossary import describe
+from prme.mcp.schemas import input_schema, output_schema, structured
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -131,13 +132,6 @@ def _tool_errors() -> Iterator[None]:
         raise
 
 
-def _plain(value: Any) -> Any:
-    """The JSON value of a model, a list of models, a dict or None."""
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-
-
 class RetrievedMemory(BaseModel):
     # One result in its compact form; in_context: packed into the context within the budget.
     id: UUID
@@ -178,7 +172,7 @@ def _report(
 
 
 class MemoryTools:
-    """The tool handlers: bind the owner, call one MemoryClient method, return JSON text."""
+    """The tool handlers: bind the owner, call one MemoryClient method, return its result."""
 
     def __init__(self, client: MemoryClient, owner: Callable[[str | None], str]) -> None:
         self.client = client
@@ -563,112 +557,6 @@ CORE_TOOLS = frozenset(
         "memory_update",
     }
 )
-# An output schema longer than this (a whole evaluation report) is published as a plain JSON
-# object with its title and summary: the result still carries the full structured content.
-OUTPUT_SCHEMA_CHARS = 1500
-OWNER_PARAMETER = "user_id"
-
-
-def _compact(schema: Any, optional: bool = False) -> Any:
-    """A schema without pydantic's generated titles; with ``optional``, a property whose default
-    is null reads as its non-null type (omitting it is how a caller says null)."""
-    if isinstance(schema, list):
-        return [_compact(item, optional) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key in ("properties", "$defs"):
-            out[key] = {name: _compact(sub, optional) for name, sub in value.items()}
-        else:
-            out[key] = _compact(value, optional)
-    variants = out.get("anyOf")
-    if optional and "default" in out and out["default"] is None and isinstance(variants, list):
-        kept = [v for v in variants if v != {"type": "null"}]
-        if len(kept) == 1 and len(kept) < len(variants):
-            del out["anyOf"], out["default"]
-            out = {**kept[0], **out}
-    return out
-
-
-def _input_schema(name: str, schema: dict[str, Any], bound: bool) -> dict[str, Any]:
-    """The published input schema: described, compact, and without ``user_id`` when the
-    server binds the owner (a bound server still refuses a ``user_id`` naming someone else)."""
-    schema = _compact(schema, optional=True)
-    properties: dict[str, Any] = schema["properties"]
-    required: list[str] = schema.setdefault("required", [])
-    if OWNER_PARAMETER in properties:
-        if bound:
-            del properties[OWNER_PARAMETER]
-        else:
-            properties[OWNER_PARAMETER] = {
-                "type": "string",
-                "description": "The owner this call acts for (the server binds nobody).",
-            }
-            required.append(OWNER_PARAMETER)
-    if not required:
-        del schema["required"]
-    describe(schema, name, nested=False)  # a nested model's fields are its own business
-    return schema
-
-
-# Input checks that say nothing about the shape of a result.
-_CHECKS = frozenset(
-    {"pattern", "minLength", "maxLength", "minProperties", "maxProperties", "propertyNames"}
-    | {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems"}
-)
-
-
-def _shape(schema: Any) -> Any:
-    """``schema`` without the validation keywords of :data:`_CHECKS` (nor a closed object's
-    ``additionalProperties: false``)."""
-    if isinstance(schema, list):
-        return [_shape(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    return {
-        key: ({n: _shape(v) for n, v in value.items()} if key in ("properties", "$defs") else _shape(value))
-        for key, value in schema.items()
-        if key not in _CHECKS and not (key == "additionalProperties" and value is False)
-    }
-
-
-def _output_schema(kind: Any) -> tuple[dict[str, Any], bool]:
-    """The output schema of a tool returning ``kind`` and whether results are wrapped in
-    ``{"result": ...}`` (MCP structured content is always an object)."""
-    schema = _shape(_compact(TypeAdapter(kind).json_schema(mode="serialization")))
-    if len(canonical_json(schema)) > OUTPUT_SCHEMA_CHARS:
-        models = [t for t in (kind, *get_args(kind)) if isinstance(t, type)]
-        model = next((t for t in models if issubclass(t, BaseModel)), None)
-        title = model.__name__ if model is not None else "result"
-        doc = (model.__doc__ or "").strip().split("\n")[0] if model is not None else ""
-        loose: dict[str, Any] = {"type": "object", "title": title, "description": doc}
-        if model is None or get_origin(kind) is not None:  # a list or an optional report
-            loose = {"description": f"{title}: {doc}"}
-        schema = loose
-    if schema.get("type") == "object":
-        return schema, False
-    defs = schema.pop("$defs", None)  # references resolve from the root
-    wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
-    return ({"$defs": defs, **wrapped} if defs else wrapped), True
-
-
-def _structured(fn: Callable[..., Any], wrap: bool) -> Callable[..., CallToolResult]:
-    """``fn`` returning a CallToolResult: the JSON text and the structured content."""
-
-    @functools.wraps(fn)
-    def call(**arguments: Any) -> CallToolResult:
-        value = _plain(fn(**arguments))
-        return CallToolResult(
-            content=[TextContent(type="text", text=canonical_json(value))],
-            structured_content={"result": value} if wrap else value,
-        )
-
-    return call
-
-
 def _strict_tool(fn: Callable[..., Any], bound: bool) -> Tool:
     """A tool whose argument model forbids unknown arguments (a typo must not be ignored),
     with a described input schema and a structured output schema."""
@@ -681,10 +569,10 @@ def _strict_tool(fn: Callable[..., Any], bound: bool) -> Tool:
         type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid")}),
     )
     tool.fn_metadata.arg_model = strict
-    tool.parameters = _input_schema(fn.__name__, strict.model_json_schema(by_alias=True), bound)
-    output, wrap = _output_schema(get_type_hints(fn)["return"])
+    tool.parameters = input_schema(fn.__name__, strict.model_json_schema(by_alias=True), bound)
+    output, wrap = output_schema(get_type_hints(fn)["return"])
     tool.fn_metadata.output_schema = output
-    tool.fn = _structured(fn, wrap)
+    tool.fn = structured(fn, wrap)
     return tool
 
 
