@@ -155,6 +155,15 @@ def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
     assert retrieved["$defs"]["RetrievedMemory"]["required"] == ["id", "text", "score", "in_context"]
     listing = tools["memory_list_relevance"].output_schema
     assert listing is not None and listing["properties"]["result"]["type"] == "array"
+    # a whole report is a titled object (an array of them, or one or null), not its schema
+    profiles = tools["memory_list_ranking_profiles"].output_schema
+    assert profiles is not None and profiles["properties"]["result"]["type"] == "array"
+    assert profiles["properties"]["result"]["items"]["title"] == "RankingProfile"
+    receipt = tools["memory_get_retrieval_receipt"].output_schema
+    assert receipt is not None
+    assert receipt["properties"]["result"]["anyOf"][1] == {"type": "null"}
+    report = tools["memory_evaluate_learning"].output_schema
+    assert report is not None and (report["type"], report["title"]) == ("object", "LearningEvaluation")
     read_only = {n for n, t in tools.items() if t.annotations and t.annotations.read_only_hint}
     assert read_only == {
         "memory_get_retrieval_receipt",

@@ -108,8 +108,10 @@ def output_schema(kind: Any) -> tuple[dict[str, Any], bool]:
         title = model.__name__ if model is not None else "result"
         doc = (model.__doc__ or "").strip().split("\n")[0] if model is not None else ""
         loose: dict[str, Any] = {"type": "object", "title": title, "description": doc}
-        if model is None or get_origin(kind) is not None:  # a list or an optional report
-            loose = {"description": f"{title}: {doc}"}
+        if get_origin(kind) is list:
+            loose = {"type": "array", "items": loose}
+        elif model is None or get_origin(kind) is not None:  # an optional report: or null
+            loose = {"anyOf": [loose, {"type": "null"}]}
         schema = loose
     if schema.get("type") == "object":
         return schema, False
