@@ -329,6 +329,12 @@ def serve(path: Path, host: str, port: int, log_level: str, postgres_url: str | 
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP listen address.")
 @click.option("--port", default=8765, show_default=True, help="HTTP port (0: any free one).")
+@click.option(
+    "--tools",
+    type=click.Choice(["core", "all"]),
+    default=None,
+    help="Tool set: core (store, retrieve, judge, memories) or all (adds learning and profiles).",
+)
 @click.pass_context
 def mcp(
     ctx: click.Context, /, path: Path, user_id: str | None, multi_owner: bool, **listen: Any
@@ -340,7 +346,7 @@ def mcp(
     """
     from prme.mcp.server import main as mcp_main
 
-    argv = ["--path", str(path), *(f"--{k}={v}" for k, v in listen.items())]
+    argv = ["--path", str(path), *(f"--{k}={v}" for k, v in listen.items() if v is not None)]
     argv += ["--user-id", user_id] if user_id else []
     ctx.exit(mcp_main([*argv, *(["--multi-owner"] if multi_owner else [])]))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -52,6 +54,9 @@ class MCPConfig(_Section):
     # Serve with nobody bound: every call names its user_id. Off by default, so a server
     # without --user-id (or HTTP keys) refuses to start instead of serving every owner.
     multi_owner: bool = False
+    # The tools listed: "core" (store, retrieve, judge and the memory tools) or "all" (adds the
+    # receipt, learning and profile tools).
+    tools: Literal["core", "all"] = "all"
 
 
 class StorageConfig(_Section):

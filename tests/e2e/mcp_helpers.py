@@ -18,11 +18,17 @@ HOLDOUT_CLOCK = "2026-09-14T00:00:00Z"
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    """Call a tool that must succeed and decode its JSON result."""
+    """Call a tool that must succeed and decode its JSON result.
+
+    The session has checked the structured content against the tool's output schema; the text
+    block is the same value as JSON (structured content wraps a non-object in ``result``).
+    """
     result = await session.call_tool(tool, arguments)
     text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
     assert not result.is_error, text
-    return json.loads(text)
+    value = json.loads(text)
+    assert result.structured_content in (value, {"result": value}), result.structured_content
+    return value
 
 
 async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
@@ -88,8 +94,8 @@ async def gates_and_profile(
         trials.append(
             {
                 "group_id": holdout_query.group,
-                "baseline_request_id": arms[0]["metadata"]["request_id"],
-                "candidate_request_id": arms[1]["metadata"]["request_id"],
+                "baseline_request_id": arms[0]["request_id"],
+                "candidate_request_id": arms[1]["request_id"],
                 "relevant_node_ids": [node_of[k] for k in holdout_query.relevant_keys],
             }
         )
@@ -99,10 +105,12 @@ async def gates_and_profile(
         trials=trials,
         scopes=scopes,
         proposal_input_checksum=proposal["input_checksum"],
-        memory_artifact_sha256=artifact,
-        candidate_multipliers=proposal["multipliers"],
+        memory_artifact_sha256=artifact,  # the candidate multipliers: the proposal's
     )
     profile = out["profile"] = await call(
-        s, "memory_create_ranking_profile", proposal=proposal, holdout=holdout
+        s,
+        "memory_create_ranking_profile",
+        proposal_input_checksum=proposal["input_checksum"],
+        holdout_input_checksum=holdout["input_checksum"],
     )
     return str(profile["profile_id"])

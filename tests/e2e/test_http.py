@@ -123,6 +123,106 @@ def test_openapi_and_docs_list_every_route(api: TestClient) -> None:
     assert api.get("/docs").status_code == 200
 
 
+def _properties(node: Any, where: str = "") -> Iterator[tuple[str, Any]]:
+    """Every (location, schema) of a property anywhere in an OpenAPI document."""
+    if isinstance(node, dict):
+        for name, prop in (node.get("properties") or {}).items():
+            yield f"{where}.{name}", prop
+        for key, value in node.items():
+            yield from _properties(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _properties(value, f"{where}[{index}]")
+
+
+def test_every_openapi_property_and_parameter_is_described(api: TestClient) -> None:
+    document = api.get("/openapi.json").json()
+    properties = list(_properties(document))
+    assert len(properties) > 350  # request and response models, each field
+    undescribed = [where for where, prop in properties if not prop.get("description")]
+    assert undescribed == []
+    one_line = [where for where, prop in properties if "\n" in prop["description"]]
+    assert one_line == []
+    parameters = [
+        (path, p["name"])
+        for path, operations in document["paths"].items()
+        for operation in operations.values()
+        for p in operation.get("parameters", [])
+        if not p.get("description")
+    ]
+    assert parameters == []
+    # one concept, one description: the owner reads the same in every model that has one
+    owners = {p["description"] for w, p in properties if w.endswith(".user_id")}
+    assert len(owners) == 1
+
+
+ERROR_BODY = {"$ref": "#/components/schemas/ErrorBody"}
+
+
+def expected_errors(method: str, path: str) -> set[str]:
+    if path == "/v1/health":
+        return {"503"}
+    codes = {"401", "403", "422", "503"}
+    if method != "get":
+        codes |= {"413"} | (set() if path == "/v1/retrieve" else {"409"})
+    if "{" in path or (method, path) in {
+        ("post", "/v1/relevance"),
+        ("post", "/v1/learning/profiles/rollback"),
+    }:
+        codes.add("404")
+    return codes
+
+
+def test_every_route_declares_its_error_responses_with_their_body(
+    api: TestClient, small_api: TestClient
+) -> None:
+    document = api.get("/openapi.json").json()
+    declared: dict[tuple[str, str], set[str]] = {}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            errors = {code for code in responses if code >= "400"}
+            assert errors == expected_errors(method, path), (method, path)
+            for code in errors:
+                assert responses[code]["description"], (method, path, code)
+                schema = responses[code]["content"]["application/json"]["schema"]
+                if path != "/v1/health":
+                    assert schema == ERROR_BODY, (method, path, code)
+            assert responses.get("503", {}).get("headers", {}).get("Retry-After")
+            declared[(method, path)] = errors
+    # the errors the app really gives are among those it declares
+    missing_id = str(uuid.uuid4())
+    observed = {
+        ("post", "/v1/retrieve", api.post("/v1/retrieve", json={"query": "x"}).status_code),
+        (
+            "post",
+            "/v1/retrieve",
+            api.post("/v1/retrieve", json={"query": "x", "user_id": "bob"}, headers=ALICE).status_code,
+        ),
+        ("post", "/v1/retrieve", api.post("/v1/retrieve", json={}, headers=ALICE).status_code),
+        (
+            "get",
+            "/v1/retrievals/{request_id}",
+            api.get(f"/v1/retrievals/{missing_id}", headers=ALICE).status_code,
+        ),
+        (
+            "post",
+            "/v1/learning/profiles/{profile_id}/activate",
+            api.post(
+                f"/v1/learning/profiles/{missing_id}/activate", json={}, headers=ALICE
+            ).status_code,
+        ),
+        (
+            "post",
+            "/v1/store",
+            small_api.post("/v1/store", json={"content": "x" * 4096}).status_code,
+        ),
+    }
+    assert {status for *_, status in observed} == {401, 403, 404, 413, 422}
+    for method, path, status in observed:
+        assert str(status) in declared[(method, path)], (method, path, status)
+
+
 def _client_calls(endpoint: Callable[..., Any]) -> list[str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(endpoint)))
     return [
@@ -341,6 +441,52 @@ def test_retrieve_renders_the_engine_response_and_saves_its_receipt(
     ]
 
 
+def test_retrieve_accepts_the_original_filters_and_mode(api: TestClient) -> None:
+    seed_facts(api)
+    store(api, "Aster once ran on MySQL.", scope="personal")
+    query = "Aster database"
+    flat = retrieve(
+        api, query, scope=["project"], retrieval_mode="explicit", include_cross_scope=False
+    )
+    original = retrieve(
+        api,
+        query,
+        mode="explicit",
+        filters={"scope": ["project"], "include_cross_scope": False},
+    )
+    assert [r["node"]["id"] for r in original["results"]] == [
+        r["node"]["id"] for r in flat["results"]
+    ]
+    assert {r["node"]["scope"] for r in original["results"]} == {"project"}
+    receipt = api.get(
+        f"/v1/retrievals/{original['metadata']['request_id']}", headers=ALICE
+    ).json()
+    assert (receipt["scopes"], receipt["retrieval_mode"]) == (["project"], "explicit")
+    # one field given both ways, or an unknown filter, is a 422 naming it
+    twice = api.post(
+        "/v1/retrieve",
+        json={"query": query, "scope": "project", "filters": {"scope": "personal"}},
+        headers=ALICE,
+    )
+    assert twice.status_code == 422 and "scope" in twice.text
+    both_modes = api.post(
+        "/v1/retrieve",
+        json={"query": query, "mode": "explicit", "retrieval_mode": "default"},
+        headers=ALICE,
+    )
+    assert both_modes.status_code == 422 and "retrieval_mode" in both_modes.text
+    unknown = api.post(
+        "/v1/retrieve", json={"query": query, "filters": {"scop": "project"}}, headers=ALICE
+    )
+    assert unknown.status_code == 422 and detail_fields(unknown) == ["scop"]
+    naive = api.post(
+        "/v1/retrieve",
+        json={"query": query, "filters": {"time_from": "2026-01-01T00:00:00"}},
+        headers=ALICE,
+    )
+    assert naive.status_code == 422 and "time_from" in naive.text
+
+
 def test_retrieve_passes_partial_multipliers(api: TestClient) -> None:
     seed_facts(api)
     body = retrieve(api, "Aster database", ranking_multipliers={"lexical": 2})
@@ -504,10 +650,17 @@ def test_relevance_pages_by_feedback_id(api: TestClient) -> None:
     for feedback_id in ids:
         body = {"feedback_id": feedback_id, "request_id": request_id, "labels": {returned[0]: True}}
         assert api.post("/v1/relevance", json=body, headers=ALICE).status_code == 200
-    page = api.get("/v1/relevance", params={"limit": 2}, headers=ALICE).json()
-    assert [r["feedback_id"] for r in page] == ids[:2]
+    page = api.get("/v1/relevance", params={"limit": 2}, headers=ALICE)
+    assert [r["feedback_id"] for r in page.json()] == ids[:2]  # the body stays a bare list
     rest = api.get("/v1/relevance", params={"after_id": ids[1]}, headers=ALICE).json()
     assert [r["feedback_id"] for r in rest] == ids[2:]
+    # a full page links the next one; the last page links nothing
+    link = page.headers["link"]
+    assert link == f'</v1/relevance?limit=2&after_id={ids[1]}>; rel="next"'
+    following = api.get(link[1 : link.index(">")], headers=ALICE)
+    assert [r["feedback_id"] for r in following.json()] == ids[2:]
+    assert "link" not in following.headers
+    assert "link" not in api.get("/v1/relevance", headers=ALICE).headers
     for limit in (0, 1001):
         refused = api.get("/v1/relevance", params={"limit": limit}, headers=ALICE)
         assert refused.status_code == 422
@@ -840,6 +993,16 @@ def test_seed_workflow_over_http(
     assert (back.json()["action"], back.json()["active_profile_id"]) == ("rollback", pid)
     history = api.get("/v1/learning/profiles/history?scopes=project", headers=ALICE).json()
     assert [h["action"] for h in history] == ["rollback", "deactivate", "activate"]
+    pages, url = [], "/v1/learning/profiles/history?scopes=project&limit=2"
+    while url:  # the Link header walks the same history, page by page
+        response = api.get(url, headers=ALICE)
+        pages.append(response.json())
+        link = response.headers.get("link", "")
+        url = link[1 : link.index(">")] if link else ""
+    assert [len(p) for p in pages] == [2, 1]
+    assert [h for p in pages for h in p] == history
+    listed = api.get("/v1/learning/profiles?limit=1", headers=ALICE)
+    assert listed.headers["link"] == f'</v1/learning/profiles?limit=1&after_id={pid}>; rel="next"'
     assert history == [
         s.model_dump(mode="json")
         for s in pack.list_ranking_profile_history(user_id="alice", scopes=["project"])

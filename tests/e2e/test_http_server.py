@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import test_http as shared
+import test_report_chromium as chromium
 from pydantic import SecretStr
 from test_http import holdout_trials, judge_learning_queries
 
@@ -182,6 +184,75 @@ def test_an_oversized_body_is_413_over_loopback(http: httpx.Client) -> None:
     assert streamed.status_code == 413
     fits = http.post("/v1/store", json={"content": "x" * (BODY_LIMIT // 2)}, headers=ALICE)
     assert fits.status_code == 200
+
+
+ASSET = re.compile(r"""(?:src|href|spec-url)="([^"]+)"|url: '([^']+)'""")
+
+
+def test_the_docs_are_served_offline_by_the_server(http: httpx.Client) -> None:
+    pages = {"/docs": {"javascript", "css", "png", "json"}, "/redoc": {"javascript", "png", "json"}}
+    for page, kinds in pages.items():
+        html = http.get(page)
+        assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
+        assert "http://" not in html.text and "https://" not in html.text  # no CDN, no fonts
+        urls = [a or b for a, b in ASSET.findall(html.text)]
+        assert urls and all(url.startswith("/") and not url.startswith("//") for url in urls)
+        served = set()
+        for url in urls:
+            asset = http.get(url)
+            assert asset.status_code == 200, url
+            assert len(asset.content) > 100, url
+            served |= {k for k in kinds if k in asset.headers["content-type"]}
+        assert served == kinds, (page, served)
+
+
+@pytest.mark.skipif(
+    not os.access(chromium.CHROMIUM, os.X_OK), reason="headless Chromium not installed"
+)
+def test_the_docs_render_in_a_browser_without_network(server: Server, tmp_path: Path) -> None:
+    command = [chromium.CHROMIUM, *chromium.FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    command += ["--virtual-time-budget=20000", "--dump-dom", f"{server.url}/docs"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rendered = set(re.findall(r'class="opblock-summary-path" data-path="([^"]+)"', done.stdout))
+    assert {"/v1/store", "/v1/retrieve", "/v1/learning/profiles/{profile_id}"} <= rendered
+    assert len(rendered) >= 15
+
+
+def test_openapi_over_loopback_describes_every_field_and_error(http: httpx.Client) -> None:
+    document = http.get("/openapi.json").json()
+    assert [w for w, prop in shared._properties(document) if not prop.get("description")] == []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            errors = {code for code in operation["responses"] if code >= "400"}
+            assert errors == shared.expected_errors(method, path), (method, path)
+
+
+def test_the_original_retrieve_shape_and_page_links_over_loopback(http: httpx.Client) -> None:
+    for text in ("Dolomite ships on Tuesdays.", "Dolomite ships from Oslo."):
+        http.post("/v1/store", json={"content": text, "scope": "project"}, headers=BOB)
+    original = http.post(
+        "/v1/retrieve",
+        json={"query": "Dolomite shipping", "mode": "explicit", "filters": {"scope": "project"}},
+        headers=BOB,
+    )
+    assert original.status_code == 200, original.text
+    results = original.json()["results"]
+    assert len(results) == 2 and {r["node"]["scope"] for r in results} == {"project"}
+    request_id = original.json()["metadata"]["request_id"]
+    for result in results:
+        judged = http.post(
+            "/v1/relevance",
+            json={"request_id": request_id, "labels": {result["node"]["id"]: True}},
+            headers=BOB,
+        )
+        assert judged.status_code == 200, judged.text
+    first = http.get("/v1/relevance", params={"limit": 1}, headers=BOB)
+    assert len(first.json()) == 1 and first.headers["link"].endswith('>; rel="next"')
+    link = first.headers["link"]
+    second = http.get(link[1 : link.index(">")], headers=BOB)
+    assert second.status_code == 200 and len(second.json()) == 1
+    assert second.json()[0]["feedback_id"] > first.json()[0]["feedback_id"]
 
 
 def test_the_log_never_shows_a_key(server: Server, http: httpx.Client) -> None:

@@ -131,14 +131,18 @@ def test_missing_or_wrong_key_is_401(server: Server) -> None:
 def test_tools_are_listed_over_http(server: Server) -> None:
     async def body() -> dict[str, Any]:
         async with mcp_session(server.url, KEYS["alice"]) as session:
-            return {t.name: t.input_schema for t in (await session.list_tools()).tools}
+            return {t.name: t for t in (await session.list_tools()).tools}
 
-    schemas = anyio.run(body)
+    tools = anyio.run(body)
+    schemas = {name: tool.input_schema for name, tool in tools.items()}
     assert len(schemas) == 20
     assert schemas["memory_retrieve"]["required"] == ["query"]
     assert schemas["memory_record_relevance"]["required"] == ["request_id", "labels"]
-    assert schemas["memory_create_ranking_profile"]["required"] == ["proposal", "holdout"]
+    assert "required" not in schemas["memory_create_ranking_profile"]  # checksums or reports
     assert all(s["additionalProperties"] is False for s in schemas.values())
+    # the key binds the owner: no tool offers a user_id, every tool declares its output
+    assert not [name for name, s in schemas.items() if "user_id" in s["properties"]]
+    assert all(t.output_schema and t.output_schema["type"] == "object" for t in tools.values())
 
 
 def test_without_keys_http_listens_on_loopback_only(
@@ -176,7 +180,7 @@ def test_key_binds_the_owner(server: Server) -> None:
         async with mcp_session(server.url, KEYS["alice"]) as s:
             stored = await call(s, "memory_store", content="Alice keeps bees in Lyon.")
             response = await call(s, "memory_retrieve", query="Where does Alice keep bees?")
-            rid = response["metadata"]["request_id"]
+            rid = response["request_id"]
             receipt = await call(s, "memory_get_retrieval_receipt", request_id=rid)
             record = await call(
                 s, "memory_record_relevance", request_id=rid, labels={stored["node_id"]: True}
@@ -199,8 +203,7 @@ def test_key_binds_the_owner(server: Server) -> None:
 
     out = anyio.run(body)
     response, record = out["response"], out["record"]
-    assert response["results"][0]["node"]["id"] == out["stored"]["node_id"]
-    assert response["results"][0]["node"]["user_id"] == "alice"
+    assert response["results"][0]["id"] == out["stored"]["node_id"]
     receipt = RetrievalReceipt.model_validate(out["receipt"])
     assert receipt.user_id == "alice"
     assert record["receipt_checksum"] == receipt.checksum
@@ -252,9 +255,11 @@ def test_seed_workflow_over_http(server: Server) -> None:
         async with mcp_session(server.url, KEYS["bob"]) as s:
             pid = await gates_and_profile(s, workload, node_of, scopes, artifact, out)
             out["activated"] = await call(s, "memory_activate_ranking_profile", profile_id=pid)
-            out["applied"] = await call(s, "memory_retrieve", query=query, scope=scopes)
+            out["applied"] = await call(
+                s, "memory_retrieve", query=query, scope=scopes, details=True
+            )
             out["deactivated"] = await call(s, "memory_deactivate_ranking_profile", scopes=scopes)
-            out["base"] = await call(s, "memory_retrieve", query=query, scope=scopes)
+            out["base"] = await call(s, "memory_retrieve", query=query, scope=scopes, details=True)
             out["rolled_back"] = await call(
                 s, "memory_rollback_ranking_profile", profile_id=pid, scopes=scopes
             )
@@ -270,6 +275,12 @@ def test_seed_workflow_over_http(server: Server) -> None:
             out["alice_create"] = await refused(
                 s, "memory_create_ranking_profile", proposal=out["proposal"], holdout=out["holdout"]
             )
+            out["alice_create_by_checksum"] = await refused(
+                s,
+                "memory_create_ranking_profile",
+                proposal_input_checksum=out["proposal"]["input_checksum"],
+                holdout_input_checksum=out["holdout"]["input_checksum"],
+            )
         return out
 
     out = anyio.run(body)
@@ -280,10 +291,10 @@ def test_seed_workflow_over_http(server: Server) -> None:
     assert profile["multipliers"] == proposal["multipliers"] == holdout["candidate_multipliers"]
     pid = profile["profile_id"]
     assert out["activated"]["active_profile_id"] == pid
-    applied = out["applied"]["metadata"]
+    applied = out["applied"]["details"]["metadata"]
     assert (applied["ranking_profile_status"], applied["ranking_profile_id"]) == ("applied", pid)
     assert out["deactivated"]["active_profile_id"] is None
-    assert out["base"]["metadata"]["ranking_profile_status"] == "none"
+    assert out["base"]["details"]["metadata"]["ranking_profile_status"] == "none"
     assert out["rolled_back"]["active_profile_id"] == pid
     assert out["to_base"]["active_profile_id"] is None
     assert [s["action"] for s in out["history"]] == [
@@ -301,3 +312,4 @@ def test_seed_workflow_over_http(server: Server) -> None:
     assert out["alice_list"] == []
     assert "Ranking profile not found" in out["alice_activate"]
     assert "must belong to its owner" in out["alice_create"]
+    assert "Proposal report not found" in out["alice_create_by_checksum"]

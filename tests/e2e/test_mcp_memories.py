@@ -90,7 +90,7 @@ def test_judging_an_rrf_retrieval_warns_through_the_tool(tmp_path: Path) -> None
             a = (await call(s, "memory_store", content="Zephyr runs on ARM."))["node_id"]
             b = (await call(s, "memory_store", content="Zephyr ran on x86."))["node_id"]
             response = await call(s, "memory_retrieve", query="What does Zephyr run on?")
-            request_id = response["metadata"]["request_id"]
+            request_id = response["request_id"]
             labels = {a: True, b: False}
             return dict(
                 await call(s, "memory_record_relevance", request_id=request_id, labels=labels)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -26,6 +27,7 @@ from mcp_helpers import (
 )
 
 from prme import RetrievalReceipt
+from prme.mcp.server import CORE_TOOLS
 from prme.services.receipts import RECEIPT_OP
 from prme.storage.sqlite import DB_FILE
 from prme.workload import Workload, generate_workload
@@ -76,24 +78,40 @@ async def mcp_session(
 
 
 # ------------------------------------------------------------------------- schemas
-def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
+def listed(pack: Path, *args: str, errlog: Path) -> dict[str, Any]:
+    """The tools a ``python -m prme.mcp --path pack *args`` server lists, by name."""
+
     async def body() -> dict[str, Any]:
-        async with mcp_session(
-            tmp_path / "pack", "--user-id", "alice", errlog=tmp_path / "err.log"
-        ) as session:
+        async with mcp_session(pack, *args, errlog=errlog) as session:
             return {t.name: t for t in (await session.list_tools()).tools}
 
-    tools = anyio.run(body)
+    return anyio.run(body)
+
+
+def schema_chars(tool: Any) -> int:
+    """What one tool costs in the context window: its listing entry as compact JSON (name,
+    description, input and output schema, annotations); tokens are estimated as chars / 4."""
+    entry = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return len(json.dumps(entry, separators=(",", ":")))
+
+
+def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
+    tools = listed(tmp_path / "pack", "--user-id", "alice", errlog=tmp_path / "err.log")
     assert set(tools) == TOOLS
     for tool in tools.values():
         schema = tool.input_schema
         assert schema["type"] == "object"
         assert schema["additionalProperties"] is False  # unknown arguments are refused
-        assert "user_id" in schema["properties"]
-        assert "user_id" not in schema.get("required", [])
+        assert "user_id" not in schema["properties"]  # the server binds the owner
+        # every parameter is described in one line, and nothing repeats the field name
+        for name, prop in schema["properties"].items():
+            assert prop.get("description"), (tool.name, name)
+            assert "\n" not in prop["description"] and "title" not in prop, (tool.name, name)
         # one sentence: what it does and what it changes
         assert tool.description and tool.description.endswith(".")
         assert ". " not in tool.description
+        # a structured result: an object schema (a list or an optional is wrapped in result)
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
 
     def props(name: str) -> dict[str, Any]:
         properties: dict[str, Any] = tools[name].input_schema["properties"]
@@ -104,12 +122,15 @@ def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
 
     assert required("memory_store") == ["content"]
     assert props("memory_store")["content"]["type"] == "string"
-    assert {"type": "number"} in props("memory_store")["confidence"]["anyOf"]
+    assert props("memory_store")["confidence"]["type"] == "number"  # omitted means null
     assert required("memory_retrieve") == ["query"]
-    assert {"type": "integer"} in props("memory_retrieve")["limit"]["anyOf"]
-    assert {"type": "string", "format": "date-time"} in props("memory_retrieve")["reference_time"][
-        "anyOf"
-    ]
+    assert props("memory_retrieve")["limit"]["type"] == "integer"
+    assert props("memory_retrieve")["reference_time"]["format"] == "date-time"
+    assert props("memory_retrieve")["details"] == {
+        "default": False,
+        "type": "boolean",
+        "description": "Also return the full response (traces, bundle, metadata).",
+    }
     assert required("memory_get_retrieval_receipt") == ["request_id"]
     assert props("memory_get_retrieval_receipt")["request_id"]["format"] == "uuid"
     assert required("memory_record_relevance") == ["request_id", "labels"]
@@ -119,18 +140,34 @@ def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
         "trials",
         "proposal_input_checksum",
         "memory_artifact_sha256",
-        "candidate_multipliers",
     ]
     assert props("memory_evaluate_full_retrieval")["trials"]["type"] == "array"
-    assert required("memory_create_ranking_profile") == ["proposal", "holdout"]
+    # the learning tools take checksums: the server loads the reports it persisted
+    assert required("memory_create_ranking_profile") == []
+    assert props("memory_create_ranking_profile")["proposal_input_checksum"]["pattern"]
+    assert props("memory_create_ranking_profile")["proposal"]["type"] == "object"
     assert required("memory_activate_ranking_profile") == ["profile_id"]
     assert required("memory_rollback_ranking_profile") == []
     assert props("memory_list_relevance")["limit"] == {
         "default": 100,
         "description": "Page size, 1 to 1000.",
-        "title": "Limit",
         "type": "integer",
     }
+    retrieved = tools["memory_retrieve"].output_schema
+    assert retrieved is not None
+    assert retrieved["required"] == ["request_id", "receipt_persisted", "results"]
+    assert retrieved["$defs"]["RetrievedMemory"]["required"] == ["id", "text", "score", "in_context"]
+    listing = tools["memory_list_relevance"].output_schema
+    assert listing is not None and listing["properties"]["result"]["type"] == "array"
+    # a whole report is a titled object (an array of them, or one or null), not its schema
+    profiles = tools["memory_list_ranking_profiles"].output_schema
+    assert profiles is not None and profiles["properties"]["result"]["type"] == "array"
+    assert profiles["properties"]["result"]["items"]["title"] == "RankingProfile"
+    receipt = tools["memory_get_retrieval_receipt"].output_schema
+    assert receipt is not None
+    assert receipt["properties"]["result"]["anyOf"][1] == {"type": "null"}
+    report = tools["memory_evaluate_learning"].output_schema
+    assert report is not None and (report["type"], report["title"]) == ("object", "LearningEvaluation")
     read_only = {n for n, t in tools.items() if t.annotations and t.annotations.read_only_hint}
     assert read_only == {
         "memory_get_retrieval_receipt",
@@ -143,6 +180,44 @@ def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
         "memory_list",
         "memory_get",
     }
+
+
+def test_a_multi_owner_server_asks_every_tool_for_its_owner(tmp_path: Path) -> None:
+    tools = listed(tmp_path / "pack", "--multi-owner", errlog=tmp_path / "err.log")
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        schema = tool.input_schema
+        assert schema["properties"]["user_id"]["type"] == "string"
+        assert "user_id" in schema["required"], tool.name
+
+
+CORE_BUDGET_TOKENS = 3000
+CHARS_PER_TOKEN = 4  # no tokenizer of an LLM is available offline: estimated as chars / 4
+
+
+def test_the_core_tool_set_fits_its_budget_and_all_adds_learning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    errlog = tmp_path / "err.log"
+    core = listed(tmp_path / "pack", "--user-id", "alice", "--tools", "core", errlog=errlog)
+    every = listed(tmp_path / "pack", "--user-id", "alice", "--tools", "all", errlog=errlog)
+    default = listed(tmp_path / "pack", "--user-id", "alice", errlog=errlog)
+    # core: store, retrieve, judge (and the memory tools where this build has them)
+    assert {"memory_store", "memory_retrieve", "memory_record_relevance"} <= set(core)
+    assert set(core) <= CORE_TOOLS
+    assert set(core) == CORE_TOOLS & set(every)
+    assert set(every) == set(default) == TOOLS
+    sizes = {name: schema_chars(tool) for name, tool in every.items()}
+    core_chars = sum(sizes[name] for name in core)
+    all_chars = sum(sizes.values())
+    with capsys.disabled():
+        print(f"\nMCP tool schema sizes (chars, ~tokens = chars/{CHARS_PER_TOKEN}):")
+        for name, chars in sizes.items():
+            print(f"  {name:42s} {chars:6d} {chars // CHARS_PER_TOKEN:5d}{' core' * (name in core)}")
+        print(f"  core {core_chars} ({core_chars // 4} tokens); all {all_chars} ({all_chars // 4})")
+    assert core_chars <= CORE_BUDGET_TOKENS * CHARS_PER_TOKEN
+    assert all_chars <= 30_000  # 42,892 before, when each gate-1 and gate-2 report was a schema
+    assert max(sizes.values()) <= 6_000, sizes
 
 
 # ------------------------------------------------------------ memory round trip
@@ -162,9 +237,9 @@ def test_store_retrieve_receipt_and_relevance(tmp_path: Path) -> None:
             response = await call(
                 s, "memory_retrieve", query="Which database does Aster use?", scope=["project"]
             )
-            request_id = response["metadata"]["request_id"]
+            request_id = response["request_id"]
             receipt = await call(s, "memory_get_retrieval_receipt", request_id=request_id)
-            first, second = (r["node"]["id"] for r in response["results"][:2])
+            first, second = (r["id"] for r in response["results"][:2])
             labels = {first: True, second: False}
             feedback_id = str(uuid.uuid4())
             record = await call(
@@ -195,18 +270,26 @@ def test_store_retrieve_receipt_and_relevance(tmp_path: Path) -> None:
             }
 
     out = anyio.run(body)
-    assert [set(s) for s in out["stored"]] == [{"event_id", "node_id", "processing_status"}] * 3
+    assert [set(s) for s in out["stored"]] == [{"event_id", "node_id", "processing_status", "duplicate"}] * 3
     response, receipt, record = out["response"], out["receipt"], out["record"]
-    assert response["metadata"]["receipt_persisted"] is True
-    assert response["metadata"]["fusion"] == "weighted"
-    assert {r["node"]["id"] for r in response["results"]} <= {s["node_id"] for s in out["stored"]}
+    assert response["receipt_persisted"] is True
+    assert response["details"] is None  # compact unless asked for: about 200 bytes a hit
+    assert len(json.dumps(response)) <= 100 + 200 * len(response["results"])
+    assert {r["id"] for r in response["results"]} <= {s["node_id"] for s in out["stored"]}
     # the receipt is the full, replayable record of that retrieval
     parsed = RetrievalReceipt.model_validate(receipt)
-    assert str(parsed.request_id) == response["metadata"]["request_id"]
+    assert str(parsed.request_id) == response["request_id"]
     assert parsed.user_id == "alice"
-    assert [str(c.node_id) for c in parsed.candidates] == [
-        r["node"]["id"] for r in response["results"]
+    assert [str(c.node_id) for c in parsed.candidates] == [r["id"] for r in response["results"]]
+    assert [c.score for c in parsed.candidates] == [r["score"] for r in response["results"]]
+    assert [c.in_context for c in parsed.candidates] == [
+        r["in_context"] for r in response["results"]
     ]
+    assert {r["text"] for r in response["results"]} <= {
+        "Aster uses PostgreSQL 16 as its database.",
+        "Aster used MySQL 8 as its database before the migration.",
+        "The Basalt team meets on Tuesdays.",
+    }
     assert record["receipt_checksum"] == parsed.checksum
     assert record["user_id"] == "alice"
     assert out["retry"] == record  # an identical retry returns the original record
@@ -236,7 +319,7 @@ def test_owner_is_bound_by_configuration(tmp_path: Path) -> None:
                 s, "memory_store", content="Alice likes tea.", user_id="alice"
             )
             response = await call(s, "memory_retrieve", query="What does Alice like?")
-            out["alice_request"] = response["metadata"]["request_id"]
+            out["alice_request"] = response["request_id"]
         async with mcp_session(pack, errlog=errlog, env={"PRME_MCP__USER_ID": "bob"}) as s:
             out["env_bound_as_alice"] = await refused(
                 s, "memory_retrieve", query="tea", user_id="alice"
@@ -263,7 +346,7 @@ def test_owner_is_bound_by_configuration(tmp_path: Path) -> None:
     assert MISMATCH in out["env_bound_as_alice"]
     assert OWNER_REQUIRED in out["unbound"]
     assert "user_id" in out["unbound"]
-    assert out["unbound_named"]["metadata"]["receipt_persisted"] is True
+    assert out["unbound_named"]["receipt_persisted"] is True
     assert out["foreign_receipt"] is None  # another owner's receipt looks missing
     assert "receipt" in out["foreign_relevance"]
     with open_pack(pack) as memory:
@@ -297,7 +380,7 @@ def test_a_server_that_would_bind_nobody_refuses_to_start(tmp_path: Path) -> Non
         ) as s:
             assert OWNER_REQUIRED in await refused(s, "memory_retrieve", query="tea")
             found = await call(s, "memory_retrieve", query="tea", user_id="alice")
-            out.append(found["results"][0]["node"]["id"])
+            out.append(found["results"][0]["id"])
         return out
 
     stored, found = anyio.run(body)
@@ -355,6 +438,33 @@ def test_invalid_input_is_a_tool_error_and_writes_nothing(tmp_path: Path) -> Non
                 "page": await refused(s, "memory_list_relevance", limit=0),
                 "learning_scopes": await refused(s, "memory_evaluate_learning", scopes=[]),
                 "corrupt": await refused(s, "memory_get_retrieval_receipt", request_id=corrupt_id),
+                "no_proposal": await refused(
+                    s,
+                    "memory_evaluate_full_retrieval",
+                    trials=[
+                        {
+                            "group_id": "g",
+                            "baseline_request_id": str(request_id),
+                            "candidate_request_id": str(uuid.uuid4()),
+                            "relevant_node_ids": [node_id],
+                        }
+                    ],
+                    proposal_input_checksum="0" * 64,
+                    memory_artifact_sha256="0" * 64,
+                ),
+                "both_ways": await refused(
+                    s,
+                    "memory_create_ranking_profile",
+                    proposal_input_checksum="0" * 64,
+                    proposal={"decision": "improved_on_observed_candidates"},
+                    holdout_input_checksum="1" * 64,
+                ),
+                "unknown_reports": await refused(
+                    s,
+                    "memory_create_ranking_profile",
+                    proposal_input_checksum="0" * 64,
+                    holdout_input_checksum="1" * 64,
+                ),
             }
 
     out = anyio.run(body)
@@ -376,6 +486,11 @@ def test_invalid_input_is_a_tool_error_and_writes_nothing(tmp_path: Path) -> Non
     # an internal failure is reported without its details; the server log keeps them
     assert out["corrupt"] == "Error executing tool memory_get_retrieval_receipt"
     assert "IntegrityError" in (tmp_path / "err.log").read_text()
+    assert f"candidate_multipliers: required: the proposal {'0' * 64} is not in this pack" in (
+        out["no_proposal"]
+    )
+    assert "give exactly one of proposal_input_checksum and proposal" in out["both_ways"]
+    assert f"Proposal report not found: {'0' * 64}" in out["unknown_reports"]
     with open_pack(pack) as memory:  # nothing was written by any refused call
         assert [m.content for m in memory.list(user_id="alice")] == ["Aster uses PostgreSQL."]
         assert len(memory.engine.store.find_ops(RECEIPT_OP, "bob")) == 0
@@ -414,20 +529,23 @@ def test_seed_workflow_through_mcp(
             out["status_before"] = await call(s, "memory_get_ranking_profile", profile_id=pid)
             out["activated"] = await call(s, "memory_activate_ranking_profile", profile_id=pid)
             query = workload.holdout[0].text
-            out["applied"] = await call(s, "memory_retrieve", query=query, scope=scopes)
-            out["unfiltered"] = await call(s, "memory_retrieve", query=query)
+            out["applied"] = await call(
+                s, "memory_retrieve", query=query, scope=scopes, details=True
+            )
+            out["unfiltered"] = await call(s, "memory_retrieve", query=query, details=True)
             out["override"] = await call(
                 s,
                 "memory_retrieve",
                 query=query,
                 scope=scopes,
                 ranking_multipliers={"semantic": 2},
+                details=True,
             )
             out["active"] = await call(s, "memory_get_active_ranking_profile", scopes=scopes)
             out["active_unfiltered"] = await call(s, "memory_get_active_ranking_profile")
             out["status_active"] = await call(s, "memory_get_ranking_profile", profile_id=pid)
             out["deactivated"] = await call(s, "memory_deactivate_ranking_profile", scopes=scopes)
-            out["base"] = await call(s, "memory_retrieve", query=query, scope=scopes)
+            out["base"] = await call(s, "memory_retrieve", query=query, scope=scopes, details=True)
             out["deactivated_again"] = await call(
                 s, "memory_deactivate_ranking_profile", scopes=scopes
             )
@@ -459,11 +577,11 @@ def test_seed_workflow_through_mcp(
     activated = out["activated"]
     assert (activated["action"], activated["active_profile_id"]) == ("activate", pid)
     assert activated["previous_profile_id"] is None
-    meta = out["applied"]["metadata"]
+    meta = out["applied"]["details"]["metadata"]
     assert (meta["ranking_profile_status"], meta["ranking_profile_id"]) == ("applied", pid)
     assert meta["ranking_multipliers"] == proposal["multipliers"]
-    assert out["unfiltered"]["metadata"]["ranking_profile_status"] == "none"  # its own pointer
-    override = out["override"]["metadata"]
+    assert out["unfiltered"]["details"]["metadata"]["ranking_profile_status"] == "none"
+    override = out["override"]["details"]["metadata"]
     assert (override["ranking_profile_status"], override["ranking_profile_id"]) == (
         "request_override",
         pid,
@@ -473,7 +591,7 @@ def test_seed_workflow_through_mcp(
     assert out["status_active"] == {"profile": profile, "active": True, "latest_change": activated}
     deactivated = out["deactivated"]
     assert (deactivated["action"], deactivated["active_profile_id"]) == ("deactivate", None)
-    assert out["base"]["metadata"]["ranking_profile_status"] == "none"
+    assert out["base"]["details"]["metadata"]["ranking_profile_status"] == "none"
     assert out["deactivated_again"] is None  # nothing active: nothing written
     rolled_back = out["rolled_back"]
     assert (rolled_back["action"], rolled_back["active_profile_id"]) == ("rollback", pid)

@@ -54,8 +54,8 @@ def test_expired_memories_leave_retrieval_over_mcp(tmp_path: Path) -> None:
                 )
                 return (
                     kept["node_id"],
-                    [r["node"]["id"] for r in now["results"]],
-                    [r["node"]["id"] for r in later["results"]],
+                    [r["id"] for r in now["results"]],
+                    [r["id"] for r in later["results"]],
                 )
 
     kept, now, later = anyio.run(body)

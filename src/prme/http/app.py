@@ -3,6 +3,11 @@
 Errors are rendered in one place through ``prme.errors.http_status_for`` and
 ``public_message``: not found 404, stale pointer 409, invalid input 422 (the message names the
 field), owner mismatch 403, missing or wrong key 401, anything unexpected 500 with no internals.
+
+The app documents itself offline: ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and
+styles from the app (``/docs/assets``, shipped by ``fastapi-offline``), every property of
+``/openapi.json`` has a description (:mod:`prme.glossary`), and every route declares the error
+responses it can give with their body model.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from fastapi_offline import FastAPIOffline
+from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prme.client import MemoryClient
 from prme.config import APIConfig
 from prme.errors import PRMEError, StorageUnavailableError, http_status_for, public_message
+from prme.glossary import describe, description
 from prme.http import learning_routes, memory_routes, routes
 from prme.http.auth import KeyRing
 
@@ -124,15 +131,92 @@ async def _handle_validation(request: Request, exc: Exception) -> JSONResponse:
 
 
 class ErrorBody(BaseModel):
-    """A 422 body: ``detail`` is ``"field: message"`` from the engine, or pydantic's list of
-    errors for a body or parameter that does not parse."""
+    """An error body: ``detail`` is the message (a 422 names the field, ``"field: message"``),
+    or pydantic's list of errors for a body or parameter that does not parse."""
 
     detail: str | list[dict[str, Any]]
 
 
-VALIDATION_RESPONSE: dict[int | str, dict[str, Any]] = {
-    422: {"model": ErrorBody, "description": "Invalid input; the detail names the field"}
+ERRORS: dict[int, str] = {
+    401: "Missing or wrong bearer key (only when PRME_API__USER_KEYS is set).",
+    403: "user_id names someone other than the owner the key binds.",
+    404: "No such object for this owner (another owner's looks the same).",
+    409: "Conflict: the activation pointer changed since it was read, or the pack is read-only.",
+    413: "Request body over api.max_body_bytes.",
+    422: "Invalid input; the detail names the field.",
+    503: "Storage temporarily unavailable; retry after Retry-After seconds.",
 }
+_HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
+    503: {
+        "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}},
+    },
+}
+# Routes whose body names an object that must exist (the path parameters say so of the rest).
+_LOOKS_UP = frozenset({("POST", "/v1/relevance"), ("POST", "/v1/learning/profiles/rollback")})
+# A read-only pack still retrieves (200, receipt_persisted false): no conflict to declare.
+_NEVER_CONFLICTS = frozenset({("POST", "/v1/retrieve")})
+
+VALIDATION_RESPONSE: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorBody, "description": ERRORS[422]}
+}
+
+
+class Unavailable(BaseModel):
+    """The health body once the pack is closed."""
+
+    status: str = Field(description="unavailable.")
+
+
+def _error_codes(method: str, path: str) -> set[int]:
+    """The error statuses the route ``method path`` can answer with."""
+    if path == "/v1/health":
+        return {503}
+    codes = {401, 403, 422, 503}
+    if method != "GET":
+        codes |= {413} | (set() if (method, path) in _NEVER_CONFLICTS else {409})
+    if "{" in path or (method, path) in _LOOKS_UP:
+        codes.add(404)
+    return codes
+
+
+def _declare_errors(document: dict[str, Any]) -> None:
+    """Declare every operation's error responses (description, body model, headers)."""
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for model in (ErrorBody, Unavailable):
+        schemas.setdefault(model.__name__, model.model_json_schema())
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            codes = _error_codes(method.upper(), path)
+            responses: dict[str, Any] = operation.setdefault("responses", {})
+            for key in [k for k in responses if k >= "400" and int(k) not in codes]:
+                del responses[key]  # e.g. the 422 FastAPI adds to a route without input
+            model = Unavailable if path == "/v1/health" else ErrorBody
+            ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+            for status in sorted(codes):
+                declared = responses.setdefault(str(status), {})
+                declared["description"] = ERRORS[status]
+                declared["content"] = {"application/json": {"schema": ref}}
+                if status in _HEADERS:
+                    declared["headers"] = _HEADERS[status]
+
+
+def _described_openapi(app: FastAPI) -> dict[str, Any]:
+    """``app.openapi()`` with every schema property and parameter described from the glossary."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    document = FastAPI.openapi(app)
+    _declare_errors(document)
+    for name, schema in document.get("components", {}).get("schemas", {}).items():
+        describe(schema, name.split("-")[0])
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                text = description(parameter["name"])
+                if "description" not in parameter and text is not None:
+                    parameter["description"] = text
+    app.openapi_schema = document
+    return document
 
 
 def create_app(client: MemoryClient, config: APIConfig | None = None) -> FastAPI:
@@ -146,10 +230,13 @@ def create_app(client: MemoryClient, config: APIConfig | None = None) -> FastAPI
         InvalidInputError: ``api.user_keys`` has an empty or shared key.
     """
     api = config or client.config.api
-    app = FastAPI(
+    app = FastAPIOffline(
         title="prme",
         summary="Local-first memory with safely learned ranking",
         version="1",
+        static_url="/docs/assets",
+        # Swagger UI's validator badge would call validator.swagger.io: none, offline.
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.client = client
     app.state.keys = KeyRing(api.user_keys)
@@ -160,4 +247,5 @@ def create_app(client: MemoryClient, config: APIConfig | None = None) -> FastAPI
         app.add_exception_handler(error, _handle_error)
     app.add_exception_handler(RequestValidationError, _handle_validation)
     app.add_middleware(BodySizeLimit, max_bytes=api.max_body_bytes)
+    app.openapi = lambda: _described_openapi(app)  # type: ignore[method-assign]
     return app

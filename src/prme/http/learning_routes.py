@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from prme.http.auth import Auth
-from prme.http.render import Client, found, render
+from prme.http.render import NEXT_PAGE, Client, found, page, render
 from prme.http.schemas import (
     FullRetrievalEvaluationRequest,
     LearningEvaluationRequest,
@@ -82,17 +82,20 @@ def create_ranking_profile(
     return render(profile)
 
 
-@router.get("/profiles", response_model=list[RankingProfile])
+@router.get("/profiles", response_model=list[RankingProfile], responses=NEXT_PAGE)
 def list_ranking_profiles(
+    request: Request,
     identity: Auth,
     client: Client,
     user_id: str | None = None,
     limit: int = 100,
     after_id: UUID | None = None,
 ) -> JSONResponse:
-    """The owner's profiles across scopes, ordered by profile id, paged with ``after_id``."""
+    """The owner's profiles across scopes, ordered by profile id, paged with ``after_id``
+    (``Link``)."""
     owner = identity.owner(user_id)
-    return render(client.list_ranking_profiles(user_id=owner, limit=limit, after_id=after_id))
+    profiles = client.list_ranking_profiles(user_id=owner, limit=limit, after_id=after_id)
+    return page(profiles, request, limit, "after_id", lambda p: p.profile_id)
 
 
 @router.get("/profiles/active", response_model=RankingProfile | None)
@@ -104,8 +107,9 @@ def get_active_ranking_profile(
     return render(client.get_active_ranking_profile(user_id=owner, scopes=scopes))
 
 
-@router.get("/profiles/history", response_model=list[RankingProfileState])
+@router.get("/profiles/history", response_model=list[RankingProfileState], responses=NEXT_PAGE)
 def list_ranking_profile_history(
+    request: Request,
     identity: Auth,
     client: Client,
     user_id: str | None = None,
@@ -114,12 +118,12 @@ def list_ranking_profile_history(
     after_change_id: UUID | None = None,
 ) -> JSONResponse:
     """Transitions of the pointer of exactly ``scopes``, newest first; page on with
-    ``after_change_id`` = the last ``change_id`` seen."""
+    ``after_change_id`` = the last ``change_id`` seen (``Link``)."""
     owner = identity.owner(user_id)
     history = client.list_ranking_profile_history(
         user_id=owner, scopes=scopes, limit=limit, after_change_id=after_change_id
     )
-    return render(history)
+    return page(history, request, limit, "after_change_id", lambda s: s.change_id)
 
 
 @router.get("/profiles/{profile_id}", response_model=RankingProfileStatus)

@@ -43,7 +43,7 @@ class MemoryUpdateRequest(Body):
     """``PATCH /v1/memories/{id}`` → ``MemoryClient.update``: only the fields sent change; a
     new version supersedes the old one (which keeps its content, with ``valid_to`` = now)."""
 
-    user_id: str | None = Field(default=None, description="The owner, unless a key binds it.")
+    user_id: str | None = None
     content: str | None = Field(default=None, description="The new text of the memory.")
     scope: Scope | None = Field(default=None, description="The new version's scope.")
     node_type: NodeType | None = Field(default=None, description="The new version's node type.")

@@ -3,8 +3,8 @@ dump the CLI's ``--json`` prints."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
@@ -30,6 +30,31 @@ def render(value: BaseModel | Sequence[BaseModel] | dict[str, Any] | None) -> JS
     if isinstance(value, dict) or value is None:
         return JSONResponse(value)
     return JSONResponse([item.model_dump(mode="json") for item in value])
+
+
+ItemT = TypeVar("ItemT", bound=BaseModel)
+NEXT_PAGE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            "Link": {
+                "description": 'The next page, as <url>; rel="next", when this page is full.',
+                "schema": {"type": "string"},
+            }
+        }
+    }
+}
+
+
+def page(
+    items: Sequence[ItemT], request: Request, limit: int, cursor: str, key: Callable[[ItemT], Any]
+) -> JSONResponse:
+    """A page rendered as the bare list it always was, plus a ``Link: <...>; rel="next"``
+    header naming the next page (``cursor`` = the last item's ``key``) when this one is full."""
+    response = render(items)
+    if items and len(items) >= limit:
+        url = request.url.include_query_params(**{cursor: str(key(items[-1]))})
+        response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+    return response
 
 
 def found(value: BaseModel | None, kind: str, id: object) -> JSONResponse:

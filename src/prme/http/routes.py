@@ -9,11 +9,12 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from uuid import UUID
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
 from prme.http.auth import Auth
-from prme.http.render import Client, found, render
+from prme.http.render import NEXT_PAGE, Client, found, page, render
 from prme.http.schemas import RelevanceRequest, RetrieveRequest, StoreRequest
 from prme.models.memory import StoreReceipt
 from prme.models.receipt import RetrievalReceipt
@@ -30,7 +31,15 @@ def _version() -> str:
         return "unknown"
 
 
-@router.get("/health", tags=["service"])
+class Health(BaseModel):
+    """The service is up and the pack is open."""
+
+    status: str = Field(description="ok.")
+    version: str = Field(description="The prme version.")
+    fusion: str = Field(description="The configured scoring formula: weighted or rrf.")
+
+
+@router.get("/health", response_model=Health, tags=["service"])
 def health(client: Client) -> JSONResponse:
     """Liveness without a credential: 200 while the pack is open, 503 once it is closed."""
     try:
@@ -72,17 +81,21 @@ def record_relevance(body: RelevanceRequest, identity: Auth, client: Client) -> 
     return render(client.record_relevance(body.submission(), user_id=owner))
 
 
-@router.get("/relevance", response_model=list[RelevanceRecord], tags=["relevance"])
+@router.get(
+    "/relevance", response_model=list[RelevanceRecord], responses=NEXT_PAGE, tags=["relevance"]
+)
 def list_relevance(
+    request: Request,
     identity: Auth,
     client: Client,
     user_id: str | None = None,
     limit: int = 100,
     after_id: UUID | None = None,
 ) -> JSONResponse:
-    """The owner's judgments ordered by feedback id, paged with ``after_id``."""
+    """The owner's judgments ordered by feedback id, paged with ``after_id`` (``Link``)."""
     owner = identity.owner(user_id)
-    return render(client.list_relevance(user_id=owner, limit=limit, after_id=after_id))
+    records = client.list_relevance(user_id=owner, limit=limit, after_id=after_id)
+    return page(records, request, limit, "after_id", lambda r: r.feedback_id)
 
 
 @router.get("/relevance/{feedback_id}", response_model=RelevanceRecord, tags=["relevance"])

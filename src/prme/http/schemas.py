@@ -10,7 +10,15 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    model_validator,
+)
 
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -62,9 +70,29 @@ class StoreRequest(Body):
     )
 
 
+class RetrievalFilters(BaseModel):
+    """The original API's ``filters`` object: the same fields as at the top level of the body."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scope: Scope | list[Scope] | None = None
+    time_from: datetime | None = None
+    time_to: datetime | None = None
+    knowledge_at: datetime | None = None
+    event_time_from: datetime | None = None
+    event_time_to: datetime | None = None
+    include_cross_scope: StrictBool = True
+    exclude_node_types: list[NodeType] | None = None
+    source_types: list[SourceType] | None = None
+
+
 class RetrieveRequest(Body):
     """``POST /v1/retrieve`` → ``MemoryClient.retrieve`` (no ``weights``: base scoring is the
-    server's configuration)."""
+    server's configuration).
+
+    The original system's shape is accepted too: ``mode`` for ``retrieval_mode`` and the filter
+    fields inside ``filters``; a field given both ways is a 422.
+    """
 
     query: str
     scope: Scope | list[Scope] | None = None
@@ -84,6 +112,27 @@ class RetrieveRequest(Body):
     ranking_multipliers: RankingMultipliers | None = None
     retrieval_mode: RetrievalMode = RetrievalMode.DEFAULT
     include_cross_scope: StrictBool = True
+    mode: RetrievalMode | None = None
+    filters: RetrievalFilters | None = None
+
+    @model_validator(mode="after")
+    def _one_spelling(self) -> RetrieveRequest:
+        nested = self.filters.model_fields_set if self.filters is not None else set()
+        if self.mode is not None:
+            nested = nested | {"retrieval_mode"}
+        twice = sorted(nested & self.model_fields_set)
+        if twice:
+            raise ValueError(f"given at the top level and in filters/mode: {', '.join(twice)}")
+        return self
+
+    def fields(self, *exclude: str) -> dict[str, Any]:
+        """The flat keyword arguments of ``MemoryClient.retrieve``, whichever shape was sent."""
+        flat = super().fields("filters", "mode", *exclude)
+        if self.filters is not None:
+            flat |= {name: getattr(self.filters, name) for name in self.filters.model_fields_set}
+        if self.mode is not None:
+            flat["retrieval_mode"] = self.mode
+        return flat
 
 
 class RelevanceRequest(Body, RelevanceSubmission):

@@ -1,7 +1,9 @@
 """The MCP server: every memory and learning operation as a tool, over stdio or streamable HTTP.
 
 Each tool binds the owner, calls one public :class:`~prme.client.MemoryClient` method and
-returns its result as JSON text (``model_dump(mode="json")``, or ``null``). Expected errors become
+returns its result as structured content checked by a published output schema, with the same
+JSON as text (``model_dump(mode="json")``, or ``null``; see :mod:`prme.mcp.schemas`). The
+learning tools take input checksums, and the server loads the reports it persisted. Expected errors become
 tool errors (``isError: true``) carrying :func:`prme.errors.public_message`; anything else is
 reported by the SDK as ``Error executing tool <name>`` and logged server-side with its traceback.
 
@@ -10,7 +12,10 @@ Owner binding: over stdio the owner is fixed by configuration (``PRME_MCP__USER_
 the configured ``user_id`` binds, and the server only listens on loopback. A ``user_id``
 argument naming anyone else is refused. A server that would bind nobody refuses to start unless
 ``--multi-owner`` (``PRME_MCP__MULTI_OWNER=true``) says so explicitly; then every call must name
-its ``user_id``.
+its ``user_id``. A bound server publishes no ``user_id`` parameter at all.
+
+Tool sets: ``--tools core`` (``PRME_MCP__TOOLS=core``) lists only store, retrieve, judge and the
+memory tools; ``all`` (the default) adds the receipt, learning and profile tools.
 """
 
 from __future__ import annotations
@@ -24,7 +29,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    TypeVar,
+    cast,
+    get_type_hints,
+)
 from uuid import UUID, uuid4
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -38,10 +50,10 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from prme.auth import Identity, KeyRing
-from prme.canonical import canonical_json
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
-from prme.errors import NotFoundError, is_expected, public_message
+from prme.errors import InvalidInputError, NotFoundError, is_expected, public_message
+from prme.mcp.schemas import input_schema, output_schema, structured
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -50,9 +62,14 @@ from prme.models.holdout import (
     FullRetrievalTrial,
 )
 from prme.models.learning import LearningConfig, LearningEvaluation
+from prme.models.memory import MemoryRecord, StoreReceipt
+from prme.models.profiles import RankingProfile, RankingProfileState, RankingProfileStatus
+from prme.models.receipt import RetrievalReceipt
+from prme.models.relevance import RecordedRelevance, RelevanceRecord
 from prme.models.scoring import RankingMultipliers
 
 Transport = Literal["stdio", "http"]
+ReportT = TypeVar("ReportT", LearningEvaluation, FullRetrievalEvaluation)
 IDENTITY_REQUIRED = "Authenticated MCP identity required"
 LOOPBACK_NAMES = frozenset({"localhost"})
 LOOPBACK_ONLY = "without PRME_MCP__USER_KEYS the HTTP transport only listens on loopback"
@@ -115,19 +132,61 @@ def _tool_errors() -> Iterator[None]:
         raise
 
 
-def _json(value: Any) -> str:
-    """The JSON text of a model, a list of models, a dict or None (``null``)."""
-    if isinstance(value, list | tuple):
-        return canonical_json([_plain(item) for item in value])
-    return canonical_json(_plain(value))
+class RetrievedMemory(BaseModel):
+    # One result in its compact form; in_context: packed into the context within the budget.
+    id: UUID
+    text: str
+    score: float
+    in_context: bool
 
 
-def _plain(value: Any) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+class MemoryPage(BaseModel):
+    """One page of the owner's memories by id; pass next_cursor back for the next page."""
+
+    items: list[MemoryRecord]
+    next_cursor: UUID | None = Field(description="The last id of a full page, else null.")
+
+
+class Deleted(BaseModel):
+    """The memory was deleted."""
+
+    deleted: bool
+    node_id: UUID
+
+
+class Retrieved(BaseModel):
+    """Ranked results (best first); judge them with request_id."""
+
+    request_id: UUID
+    receipt_persisted: bool
+    results: list[RetrievedMemory]
+    details: dict[str, Any] | None = Field(
+        default=None, description="The full response, with details=true."
+    )
+
+
+def _report(
+    load: Callable[..., ReportT | None],
+    name: str,
+    checksum: str | None,
+    whole: dict[str, Any] | None,
+    owner: str,
+) -> ReportT | dict[str, Any]:
+    """The report named by exactly one of its input checksum (loaded from the pack) or ``whole``."""
+    if (checksum is None) == (whole is None):
+        raise InvalidInputError(
+            f"{name}_input_checksum", f"give exactly one of {name}_input_checksum and {name}"
+        )
+    if whole is not None:
+        return whole
+    report = load(checksum, user_id=owner)
+    if report is None:
+        raise NotFoundError(f"{name.capitalize()} report", checksum)
+    return report
 
 
 class MemoryTools:
-    """The tool handlers: bind the owner, call one MemoryClient method, return JSON text."""
+    """The tool handlers: bind the owner, call one MemoryClient method, return its result."""
 
     def __init__(self, client: MemoryClient, owner: Callable[[str | None], str]) -> None:
         self.client = client
@@ -152,10 +211,10 @@ class MemoryTools:
         salience: float | None = None,
         pinned: StrictBool = False,
         ttl_days: OptionalInt = None,
-    ) -> str:
+    ) -> StoreReceipt:
         """Store one memory for the owner and return {event_id, node_id, processing_status}; writes a new memory to the pack."""
         with _tool_errors():
-            return _json(
+            return StoreReceipt.model_validate(
                 self.client.store_with_receipt(
                     content,
                     user_id=self.owner(user_id),
@@ -187,24 +246,24 @@ class MemoryTools:
         cursor: Annotated[
             UUID | None, Field(description="next_cursor of the previous page; omit at first.")
         ] = None,
-    ) -> str:
+    ) -> MemoryPage:
         """The owner's memories by id, a page at a time: {items, next_cursor}."""
         with _tool_errors():
             items = self.client.list(
                 user_id=self.owner(user_id), scope=scope, limit=limit, after_id=cursor
             )
-            more = str(items[-1].id) if items and len(items) == limit else None
-            return canonical_json({"items": [_plain(i) for i in items], "next_cursor": more})
+            more = items[-1].id if items and len(items) == limit else None
+            return MemoryPage(items=items, next_cursor=more)
 
     def memory_get(
         self, node_id: Annotated[UUID, Field(description="The memory's id.")], user_id: UserId = None
-    ) -> str:
+    ) -> MemoryRecord:
         """One of the owner's memories (an error when missing or another owner's)."""
         with _tool_errors():
             found = self.client.get(node_id, user_id=self.owner(user_id))
             if found is None:
                 raise NotFoundError("Memory", node_id)
-            return _json(found)
+            return found
 
     def memory_update(
         self,
@@ -221,7 +280,7 @@ class MemoryTools:
         valid_to: Annotated[
             datetime | None, Field(description="When the new version stops being true.")
         ] = None,
-    ) -> str:
+    ) -> MemoryRecord:
         """Supersede a memory with a new version (the old one is kept, valid until now) and
         return the new version; omitted fields are copied from the old one."""
         given = {
@@ -235,16 +294,16 @@ class MemoryTools:
         }
         changes = {name: value for name, value in given.items() if value is not None}
         with _tool_errors():
-            return _json(self.client.update(node_id, user_id=self.owner(user_id), **changes))
+            return self.client.update(node_id, user_id=self.owner(user_id), **changes)
 
     def memory_delete(
         self, node_id: Annotated[UUID, Field(description="The memory's id.")], user_id: UserId = None
-    ) -> str:
+    ) -> Deleted:
         """Delete one of the owner's memories: {deleted: true}, or an error when missing."""
         with _tool_errors():
             if not self.client.delete(node_id, user_id=self.owner(user_id)):
                 raise NotFoundError("Memory", node_id)
-            return _json({"deleted": True, "node_id": str(node_id)})
+            return Deleted(deleted=True, node_id=node_id)
 
     # ==== end of memory management =====================================================
 
@@ -270,37 +329,50 @@ class MemoryTools:
         ranking_multipliers: RankingMultipliers | None = None,
         mode: RetrievalMode = RetrievalMode.DEFAULT,
         include_cross_scope: StrictBool = True,
-    ) -> str:
+        details: StrictBool = False,
+    ) -> Retrieved:
         """Retrieve the owner's memories ranked for a query with the active ranking profile; appends a retrieval receipt and changes no memory."""
         with _tool_errors():
-            return _json(
-                self.client.retrieve(
-                    query,
-                    user_id=self.owner(user_id),
-                    scope=scope,
-                    reference_time=reference_time,
-                    time_from=time_from,
-                    time_to=time_to,
-                    knowledge_at=knowledge_at,
-                    event_time_from=event_time_from,
-                    event_time_to=event_time_to,
-                    token_budget=token_budget,
-                    min_score=min_score,
-                    limit=limit,
-                    max_per_source=max_per_source,
-                    max_per_evidence=max_per_evidence,
-                    exclude_node_types=exclude_node_types,
-                    source_types=source_types,
-                    ranking_multipliers=ranking_multipliers,
-                    retrieval_mode=mode,
-                    include_cross_scope=include_cross_scope,
-                )
+            response = self.client.retrieve(
+                query,
+                user_id=self.owner(user_id),
+                scope=scope,
+                reference_time=reference_time,
+                time_from=time_from,
+                time_to=time_to,
+                knowledge_at=knowledge_at,
+                event_time_from=event_time_from,
+                event_time_to=event_time_to,
+                token_budget=token_budget,
+                min_score=min_score,
+                limit=limit,
+                max_per_source=max_per_source,
+                max_per_evidence=max_per_evidence,
+                exclude_node_types=exclude_node_types,
+                source_types=source_types,
+                ranking_multipliers=ranking_multipliers,
+                retrieval_mode=mode,
+                include_cross_scope=include_cross_scope,
             )
+        return Retrieved(
+            request_id=response.metadata.request_id,
+            receipt_persisted=response.metadata.receipt_persisted,
+            results=[
+                RetrievedMemory(
+                    id=r.node.id,
+                    text=r.node.content,
+                    score=r.composite_score,
+                    in_context=r.in_context,
+                )
+                for r in response.results
+            ],
+            details=response.model_dump(mode="json") if details else None,
+        )
 
-    def memory_get_retrieval_receipt(self, request_id: UUID, user_id: UserId = None) -> str:
+    def memory_get_retrieval_receipt(self, request_id: UUID, user_id: UserId = None) -> RetrievalReceipt | None:
         """Return the owner's saved retrieval receipt for request_id, or null; changes nothing."""
         with _tool_errors():
-            return _json(self.client.get_retrieval_receipt(request_id, user_id=self.owner(user_id)))
+            return (self.client.get_retrieval_receipt(request_id, user_id=self.owner(user_id)))
 
     # ----------------------------------------------------------- relevance judgments
     def memory_record_relevance(
@@ -320,7 +392,7 @@ class MemoryTools:
         surface: Literal["results", "context"] = "results",
         method: Literal["explicit_user", "structured_evaluation"] = "explicit_user",
         user_id: UserId = None,
-    ) -> str:
+    ) -> RecordedRelevance:
         """Record explicit relevance labels on candidates of one of the owner's saved retrievals; appends one judgment (an identical retry returns the original)."""
         with _tool_errors():
             submission = {
@@ -330,19 +402,22 @@ class MemoryTools:
                 "surface": surface,
                 "method": method,
             }
-            return _json(self.client.record_relevance(submission, user_id=self.owner(user_id)))
+            record = self.client.record_relevance(submission, user_id=self.owner(user_id))
+        # One output schema (RecordedRelevance): a plain record is one without warnings, and is
+        # returned as stored, so a retry, get and list return the same object.
+        return cast("RecordedRelevance", record)
 
-    def memory_get_relevance(self, feedback_id: UUID, user_id: UserId = None) -> str:
+    def memory_get_relevance(self, feedback_id: UUID, user_id: UserId = None) -> RelevanceRecord | None:
         """Return the owner's relevance judgment with this feedback_id, or null; changes nothing."""
         with _tool_errors():
-            return _json(self.client.get_relevance(feedback_id, user_id=self.owner(user_id)))
+            return (self.client.get_relevance(feedback_id, user_id=self.owner(user_id)))
 
     def memory_list_relevance(
         self, user_id: UserId = None, limit: Limit = 100, after_id: UUID | None = None
-    ) -> str:
+    ) -> list[RelevanceRecord]:
         """List the owner's relevance judgments ordered by feedback_id (page with after_id); changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.list_relevance(
                     user_id=self.owner(user_id), limit=limit, after_id=after_id
                 )
@@ -360,10 +435,10 @@ class MemoryTools:
             Field(description="Request id → group name, to merge paraphrased queries."),
         ] = None,
         max_records: StrictInt = 10_000,
-    ) -> str:
+    ) -> LearningEvaluation:
         """Gate 1: fit ranking multipliers from the owner's judgments and validate them on held-out query groups; appends the attested report and changes no ranking."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.evaluate_learning(
                     user_id=self.owner(user_id),
                     scopes=scopes,
@@ -380,18 +455,32 @@ class MemoryTools:
         trials: list[FullRetrievalTrial],
         proposal_input_checksum: Sha256Hex,
         memory_artifact_sha256: Sha256Hex,
-        candidate_multipliers: RankingMultipliers,
+        candidate_multipliers: Annotated[
+            RankingMultipliers | None,
+            Field(description="The multipliers every candidate arm applied; omitted: the proposal's."),
+        ] = None,
         user_id: UserId = None,
         scopes: Scopes = None,
         baseline_multipliers: RankingMultipliers | None = None,
         config: FullRetrievalEvaluationConfig | None = None,
-    ) -> str:
+    ) -> FullRetrievalEvaluation:
         """Gate 2: evaluate paired baseline/candidate retrievals of a fixed holdout against complete relevance; appends the attested report and changes no ranking."""
         with _tool_errors():
-            return _json(
+            owner = self.owner(user_id)
+            if candidate_multipliers is None:
+                proposal = self.client.get_learning_evaluation(
+                    proposal_input_checksum, user_id=owner
+                )
+                if proposal is None:
+                    raise InvalidInputError(
+                        "candidate_multipliers",
+                        f"required: the proposal {proposal_input_checksum} is not in this pack",
+                    )
+                candidate_multipliers = proposal.multipliers
+            return (
                 self.client.evaluate_full_retrieval(
                     trials,
-                    user_id=self.owner(user_id),
+                    user_id=owner,
                     scopes=scopes,
                     proposal_input_checksum=proposal_input_checksum,
                     memory_artifact_sha256=memory_artifact_sha256,
@@ -404,42 +493,60 @@ class MemoryTools:
     # ------------------------------------------------- ranking profiles and the pointer
     def memory_create_ranking_profile(
         self,
+        proposal_input_checksum: Sha256Hex | None = None,
+        holdout_input_checksum: Sha256Hex | None = None,
         proposal: Annotated[
-            LearningEvaluation, Field(description="The report of memory_evaluate_learning.")
-        ],
+            dict[str, Any] | None,
+            Field(description="The whole gate-1 report, only if it is not in this pack."),
+        ] = None,
         holdout: Annotated[
-            FullRetrievalEvaluation,
-            Field(description="The report of memory_evaluate_full_retrieval for that proposal."),
-        ],
+            dict[str, Any] | None,
+            Field(description="The whole gate-2 report, only if it is not in this pack."),
+        ] = None,
         user_id: UserId = None,
-        profile_id: UUID | None = None,
+        profile_id: Annotated[
+            UUID | None, Field(description="A UUID making creation idempotent; new by default.")
+        ] = None,
         baseline_profile_id: UUID | None = None,
-    ) -> str:
-        """Create an immutable ranking profile from a passing proposal and a passing holdout; appends the profile and activates nothing."""
+    ) -> RankingProfile:
+        """Create an immutable ranking profile from a passing proposal and holdout (by input_checksum, or whole reports made by another pack); appends the profile and activates nothing."""
         with _tool_errors():
-            return _json(
+            owner = self.owner(user_id)
+            return (
                 self.client.create_ranking_profile(
-                    proposal,
-                    holdout,
-                    user_id=self.owner(user_id),
+                    _report(
+                        self.client.get_learning_evaluation,
+                        "proposal",
+                        proposal_input_checksum,
+                        proposal,
+                        owner,
+                    ),
+                    _report(
+                        self.client.get_full_retrieval_evaluation,
+                        "holdout",
+                        holdout_input_checksum,
+                        holdout,
+                        owner,
+                    ),
+                    user_id=owner,
                     profile_id=profile_id,
                     baseline_profile_id=baseline_profile_id,
                 )
             )
 
-    def memory_get_ranking_profile(self, profile_id: UUID, user_id: UserId = None) -> str:
+    def memory_get_ranking_profile(self, profile_id: UUID, user_id: UserId = None) -> RankingProfileStatus | None:
         """Return {profile, active, latest_change} for the owner's profile, or null; changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.get_ranking_profile_status(profile_id, user_id=self.owner(user_id))
             )
 
     def memory_list_ranking_profiles(
         self, user_id: UserId = None, limit: Limit = 100, after_id: UUID | None = None
-    ) -> str:
+    ) -> list[RankingProfile]:
         """List the owner's ranking profiles with their evidence (page with after_id); changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.list_ranking_profiles(
                     user_id=self.owner(user_id), limit=limit, after_id=after_id
                 )
@@ -447,10 +554,10 @@ class MemoryTools:
 
     def memory_get_active_ranking_profile(
         self, user_id: UserId = None, scopes: Scopes = None
-    ) -> str:
+    ) -> RankingProfile | None:
         """Return the profile active for the exact scope set, or null; changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.get_active_ranking_profile(user_id=self.owner(user_id), scopes=scopes)
             )
 
@@ -463,10 +570,10 @@ class MemoryTools:
             UUID | None,
             Field(description="The change_id of the last transition seen: the next older page."),
         ] = None,
-    ) -> str:
+    ) -> list[RankingProfileState]:
         """List the activation, deactivation and rollback transitions of the exact scope set, newest first (page with after_change_id); changes nothing."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.list_ranking_profile_history(
                     user_id=self.owner(user_id),
                     scopes=scopes,
@@ -477,10 +584,10 @@ class MemoryTools:
 
     def memory_activate_ranking_profile(
         self, profile_id: UUID, user_id: UserId = None, change_id: UUID | None = None
-    ) -> str:
+    ) -> RankingProfileState:
         """Activate a ranking profile for its owner and exact scope set; appends one transition that changes later retrievals."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.activate_ranking_profile(
                     profile_id, user_id=self.owner(user_id), change_id=change_id
                 )
@@ -488,10 +595,10 @@ class MemoryTools:
 
     def memory_deactivate_ranking_profile(
         self, user_id: UserId = None, scopes: Scopes = None, change_id: UUID | None = None
-    ) -> str:
+    ) -> RankingProfileState | None:
         """Return the exact scope set to base scoring; appends one transition (null and nothing written when no profile is active)."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.deactivate_ranking_profile(
                     user_id=self.owner(user_id), scopes=scopes, change_id=change_id
                 )
@@ -506,10 +613,10 @@ class MemoryTools:
         user_id: UserId = None,
         scopes: Scopes = None,
         change_id: UUID | None = None,
-    ) -> str:
+    ) -> RankingProfileState:
         """Point the exact scope set back at a previously active profile or base scoring; appends one transition that changes later retrievals."""
         with _tool_errors():
-            return _json(
+            return (
                 self.client.rollback_ranking_profile(
                     profile_id, user_id=self.owner(user_id), scopes=scopes, change_id=change_id
                 )
@@ -531,8 +638,20 @@ _ANNOTATIONS: dict[str, ToolAnnotations] = {
 }
 
 
-def _strict_tool(fn: Callable[..., str]) -> Tool:
-    """A tool whose argument model forbids unknown arguments (a typo must not be ignored)."""
+CORE_TOOLS = frozenset(
+    {
+        "memory_store",
+        "memory_retrieve",
+        "memory_record_relevance",
+        "memory_list",
+        "memory_get",
+        "memory_delete",
+        "memory_update",
+    }
+)
+def _strict_tool(fn: Callable[..., Any], bound: bool) -> Tool:
+    """A tool whose argument model forbids unknown arguments (a typo must not be ignored),
+    with a described input schema and a structured output schema."""
     tool = Tool.from_function(
         fn, structured_output=False, annotations=_ANNOTATIONS.get(fn.__name__)
     )
@@ -542,13 +661,20 @@ def _strict_tool(fn: Callable[..., str]) -> Tool:
         type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid")}),
     )
     tool.fn_metadata.arg_model = strict
-    tool.parameters = strict.model_json_schema(by_alias=True)
+    tool.parameters = input_schema(fn.__name__, strict.model_json_schema(by_alias=True), bound)
+    output, wrap = output_schema(get_type_hints(fn)["return"])
+    tool.fn_metadata.output_schema = output
+    tool.fn = structured(fn, wrap)
     return tool
 
 
 TOOL_NAMES: tuple[str, ...] = tuple(
     name for name in vars(MemoryTools) if name.startswith("memory_")
 )
+TOOL_SETS: dict[str, Callable[[str], bool]] = {
+    "core": lambda name: name in CORE_TOOLS,
+    "all": lambda name: True,
+}
 
 
 def build_server(
@@ -557,6 +683,7 @@ def build_server(
     *,
     transport: Transport = "stdio",
     issuer_url: str = "http://127.0.0.1",
+    tools: str | None = None,
 ) -> MCPServer[Any]:
     """Build the MCP server over ``client``.
 
@@ -566,12 +693,18 @@ def build_server(
             per-user bearer keys of the HTTP transport.
         transport: ``stdio`` or ``http``; keys only apply to ``http``.
         issuer_url: the server's own base URL (the SDK's auth settings require one).
+        tools: ``core`` (store, retrieve, judge and the memory tools) or ``all`` (adds the
+            receipt, learning and profile tools); defaults to ``config.tools``.
 
     Raises:
-        InvalidInputError: an empty or shared key in ``config.user_keys``.
+        InvalidInputError: an empty or shared key in ``config.user_keys``, an unknown tool set.
     """
+    tool_set = tools or config.tools
+    if tool_set not in TOOL_SETS:
+        raise InvalidInputError("tools", f"unknown tool set {tool_set!r}; use {', '.join(TOOL_SETS)}")
     keys = KeyRing(config.user_keys, "mcp.user_keys") if transport == "http" else None
-    tools = MemoryTools(client, _Owner(config.user_id, keys))
+    handlers = MemoryTools(client, _Owner(config.user_id, keys))
+    bound = (keys is not None and keys.enabled) or config.user_id is not None
     kwargs: dict[str, Any] = {}
     if keys is not None and keys.enabled:
         kwargs["token_verifier"] = _KeyVerifier(keys)
@@ -582,7 +715,11 @@ def build_server(
             "Long-term memory with retrieval receipts, relevance judgments and gated ranking "
             "profiles. Store memories, retrieve them, judge results, then learn."
         ),
-        tools=[_strict_tool(getattr(tools, name)) for name in TOOL_NAMES],
+        tools=[
+            _strict_tool(getattr(handlers, name), bound)
+            for name in TOOL_NAMES
+            if TOOL_SETS[tool_set](name)
+        ],
         log_level="WARNING",
         **kwargs,
     )
@@ -654,6 +791,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="bind nobody: every call names its user_id (PRME_MCP__MULTI_OWNER=true)",
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument(
+        "--tools",
+        choices=tuple(TOOL_SETS),
+        help="core: store, retrieve, judge and the memory tools; all (default, PRME_MCP__TOOLS) "
+        "adds the receipt, learning and profile tools",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP listen address")
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (0 picks a free one)")
     args = parser.parse_args(argv)
@@ -662,6 +805,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     update: dict[str, Any] = {"user_id": args.user_id} if args.user_id is not None else {}
     if args.multi_owner:
         update["multi_owner"] = True
+    if args.tools is not None:
+        update["tools"] = args.tools
     config = config.model_copy(update={"mcp": config.mcp.model_copy(update=update)})
     problem = owner_problem(config.mcp, args.transport)
     if problem is not None:
