@@ -61,6 +61,7 @@ from prme.simulation import SimulationSettings, pass_rates, simulate
 
 SCOPES = [Scope.PROJECT]
 STORE_TIME = datetime(2024, 1, 1, tzinfo=UTC)
+NO_TIME = STORE_TIME  # the fixed time of memories and queries whose data has none
 POOLED_OWNER = "locomo-pooled"
 HOLDOUT_FRACTION = 0.4
 SPLIT_SEED = 20240101  # not the gate-1 seed (42): the two splits must be independent
@@ -100,8 +101,11 @@ def r4(value: float | None) -> float | None:
 
 
 # --------------------------------------------------------------------------- data
-def utc(text: str) -> datetime:
-    """An ISO time from the data; naive times are UTC."""
+def utc(text: str | None) -> datetime:
+    """An ISO time from the data; naive times are UTC; a null time is the one fixed ``NO_TIME``
+    (a collection without timestamps, such as SciFact: every memory and query share it)."""
+    if text is None:
+        return NO_TIME
     value = datetime.fromisoformat(text)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
@@ -126,27 +130,52 @@ class Unit:
     reference_time: datetime
 
 
-def load(data: Path) -> tuple[dict[str, list[dict[str, Any]]], list[Query]]:
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    memories: dict[str, list[dict[str, Any]]]  # user_id → rows with a non-blank text
+    queries: list[Query]  # queries with at least one relevant memory left
+    skipped: dict[str, int]  # what was left out, and why
+
+
+def load(data: Path) -> Loaded:
+    """A judged collection in the shared JSONL form. Blank memories cannot be stored: they are
+    skipped and dropped from every relevant set; a query left without relevant memories is
+    skipped (it cannot be scored). Null times become ``NO_TIME``; a null category is "none"."""
     memories: dict[str, list[dict[str, Any]]] = {}
+    blank: set[str] = set()
     with (data / "memories.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
             row = json.loads(line)
+            if not isinstance(row.get("text"), str) or not row["text"].strip():
+                blank.add(row["id"])
+                continue
             memories.setdefault(row["user_id"], []).append(row)
     queries = []
+    dropped = unjudged = 0
     with (data / "queries.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
             row = json.loads(line)
+            relevant = tuple(r for r in row["relevant_ids"] if r not in blank)
+            dropped += len(row["relevant_ids"]) - len(relevant)
+            if not relevant:
+                unjudged += 1
+                continue
             queries.append(
                 Query(
                     owner=row["user_id"],
                     group=row["group_id"],
                     text=row["text"],
                     reference_time=utc(row["reference_time"]),
-                    relevant=tuple(row["relevant_ids"]),
-                    category=row["category"],
+                    relevant=relevant,
+                    category=row["category"] or "none",
                 )
             )
-    return memories, queries
+    skipped = {
+        "blank_memories": len(blank),
+        "relevant_ids_dropped": dropped,
+        "queries_without_relevant": unjudged,
+    }
+    return Loaded(memories, queries, skipped)
 
 
 def is_holdout(query: Query) -> bool:
@@ -628,6 +657,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--runs", type=int, default=None, help="null simulation runs (200)")
     parser.add_argument("--workers", type=int, default=2, help="simulation processes")
     parser.add_argument("--parts", default="retrieval,learning,reliability,sensitivity")
+    parser.add_argument(
+        "--pack",
+        type=Path,
+        help="build the stored pack here, or reuse it when an earlier run built it (outside "
+        "the repository; only valid for the same data, embedder and feature code)",
+    )
     args = parser.parse_args(argv)
     args.runs = args.runs or (20 if args.quick else 200)
     parts = set(args.parts.split(","))
@@ -639,16 +674,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if args.data is not None and parts - {"reliability"}:
             provider = "minilm" if args.embedder == "default" else "hash"
             bench = Bench(CachedEmbedder(make_embedder(provider)), Clock(STORE_TIME), {})
-            memories, queries = load(args.data)
-            base = work / "base"
+            loaded = load(args.data)
+            memories, queries = loaded.memories, loaded.queries
+            base = args.pack or work / "base"
             t0 = time.perf_counter()
-            build_pack(base, bench, memories)
+            ids_file = base / "bench-ids.json"
+            if args.pack is not None and ids_file.exists():
+                bench.ids.update(json.loads(ids_file.read_text(encoding="utf-8")))
+                log(f"reusing the pack in {base}")
+            else:
+                build_pack(base, bench, memories)
+                if args.pack is not None:
+                    ids_file.write_text(json.dumps(bench.ids, sort_keys=True), encoding="utf-8")
             result["data"] = {
                 "directory": str(args.data),
                 "owners": len(memories),
                 "memories": sum(len(v) for v in memories.values()),
                 "queries": len(queries),
                 "query_groups": len({q.group for q in queries}),
+                "skipped": loaded.skipped,
                 "manifest_sha256": hashlib.sha256(
                     (args.data / "manifest.json").read_bytes()
                 ).hexdigest(),

@@ -10,9 +10,6 @@ re-exported here so that this module lists every bound.
 
 from __future__ import annotations
 
-from prme.models.holdout import MAX_RELEVANT, MAX_TRIALS
-from prme.models.relevance import MAX_LABELS
-
 # Results of one retrieval (``limit``); also bounds ``max_per_source``/``max_per_evidence``
 # (a cap above the limit cannot change anything) and ``retrieval.default_limit``.
 MAX_RESULT_LIMIT = 1000
@@ -39,3 +36,7 @@ __all__ = [
     "MAX_TOKEN_BUDGET",
     "MAX_TRIALS",
 ]
+
+# Last: the models import prme.validation, which reads the constants above from this module.
+from prme.models.holdout import MAX_RELEVANT, MAX_TRIALS  # noqa: E402
+from prme.models.relevance import MAX_LABELS  # noqa: E402

@@ -389,6 +389,7 @@ def retrieve(
             fi.recency_boost_factor,
             fi.tie_break,
             base.rrf_k or 60,
+            fi.channel_weights,
         )
         features["recency_factor"] = fi.recency_raw
         features["salience"] = np.zeros(n, dtype=np.float64)
@@ -455,6 +456,8 @@ def retrieve(
                 tie_break=None
                 if fi.tie_break is None or not fi.ranked[i]
                 else float(fi.tie_break[i]),
+                semantic_weight=None if fi.channel_weights is None else fi.channel_weights[0],
+                lexical_weight=None if fi.channel_weights is None else fi.channel_weights[1],
             )
             relevance = float(semantic[i])
         candidates.append(
