@@ -110,7 +110,7 @@ def test_rank_fusion_is_checked_before_base_scoring(
 def test_inapplicable_when_request_weights_differ_from_the_holdout_base(
     memory: MemoryClient, active: RankingProfile
 ) -> None:
-    weights = ScoringWeights(w_semantic=0.3, w_lexical=0.15)
+    weights = ScoringWeights(w_semantic=0.35, w_lexical=0.20)
     response = memory.retrieve(QUERY, user_id=OWNER, scope=SCOPES, weights=weights)
     assert resolution(memory, response) == (
         "inapplicable",
