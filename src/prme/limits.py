@@ -2,13 +2,18 @@
 
 The engine validates every size a caller supplies (``InvalidInputError`` naming the field,
 HTTP 422, MCP tool error, CLI ``error:``); configuration fields use the same constants, so a
-configured default can never exceed what a request may ask for. Bounds kept with their models
-(``MAX_LABELS`` in ``models/relevance.py``, ``MAX_TRIALS`` and ``MAX_RELEVANT`` in
-``models/holdout.py``, the LearningConfig and FullRetrievalEvaluationConfig fields) are
-re-exported here so that this module lists every bound.
+configured default can never exceed what a request may ask for. The models import their
+bounds from here (this module imports nothing, so every layer may use it); the LearningConfig
+and FullRetrievalEvaluationConfig fields carry their own ranges.
 """
 
 from __future__ import annotations
+
+# Labels of one judgment (``RelevanceSubmission.labels``).
+MAX_LABELS = 1000
+# Trials of one gate-2 evaluation, and relevant ids of one holdout query.
+MAX_TRIALS = 10_000
+MAX_RELEVANT = 10_000
 
 # Results of one retrieval (``limit``); also bounds ``max_per_source``/``max_per_evidence``
 # (a cap above the limit cannot change anything) and ``retrieval.default_limit``.
@@ -36,7 +41,3 @@ __all__ = [
     "MAX_TOKEN_BUDGET",
     "MAX_TRIALS",
 ]
-
-# Last: the models import prme.validation, which reads the constants above from this module.
-from prme.models.holdout import MAX_RELEVANT, MAX_TRIALS  # noqa: E402
-from prme.models.relevance import MAX_LABELS  # noqa: E402

@@ -19,8 +19,8 @@ from prme.errors import InvalidInputError
 from prme.learning.groups import normalize_query
 from prme.learning.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
 from prme.learning.stats import mean, percentile_bootstrap_interval, sign_flip_p_value
+from prme.limits import MAX_TRIALS
 from prme.models.holdout import (
-    MAX_TRIALS,
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
     FullRetrievalQueryResult,

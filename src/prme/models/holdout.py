@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from prme.canonical import checksum
 from prme.learning.groups import normalize_query
 from prme.learning.stats import TIE_TOLERANCE, mean, win_tie_loss
+from prme.limits import MAX_RELEVANT, MAX_TRIALS
 from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex, UnitFloat
 from prme.models.enums import Scope
 from prme.models.scope import scope_set_key
@@ -25,8 +26,6 @@ from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.validation import require_text
 
 ALGORITHM: Final = "paired_full_retrieval_v1"
-MAX_TRIALS = 10_000
-MAX_RELEVANT = 10_000
 MAX_GROUP_ID_CHARS = 512
 COVERAGE_KEYS = frozenset({"trials", "query_groups", "relevant_nodes"})
 WIN_TIE_LOSS_KEYS = frozenset({"wins", "ties", "losses"})

@@ -12,9 +12,9 @@ from uuid import UUID
 
 from pydantic import Field, StrictBool, model_validator
 
+from prme.limits import MAX_LABELS
 from prme.models.base import Frozen, NonBlankStr, Sha256Hex, UTCDateTime
 
-MAX_LABELS = 1000
 RelevanceSurface = Literal["results", "context"]
 RelevanceMethod = Literal["explicit_user", "structured_evaluation"]
 

@@ -14,8 +14,8 @@ from prme.bulk import gc_paused
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError
 from prme.learning import gate2
+from prme.limits import MAX_TRIALS
 from prme.models.holdout import (
-    MAX_TRIALS,
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
     FullRetrievalTrial,
