@@ -231,7 +231,14 @@ def test_profile_status_none_and_request_override(seeded: MemoryClient) -> None:
 
 
 def test_weights_override(seeded: MemoryClient) -> None:
-    custom = ScoringWeights(w_semantic=0.40, w_lexical=0.1, w_graph=0.1, w_confidence=0.2)
+    custom = ScoringWeights(
+        w_semantic=0.45,
+        w_lexical=0.1,
+        w_graph=0.1,
+        w_recency=0.1,
+        w_salience=0.1,
+        w_confidence=0.15,
+    )
     response = seeded.retrieve("Aster PostgreSQL", user_id="alice", weights=custom)
     assert response.metadata.scoring_config_version == custom.version_id
     assert response.metadata.fusion == "weighted"

@@ -25,7 +25,7 @@ from prme.models.scoring import (
 
 def test_class_defaults() -> None:
     w = ScoringWeights()
-    assert w.additive() == (0.30, 0.25, 0.05, 0.10, 0.10, 0.20)
+    assert w.additive() == (0.296875, 0.2375, 0.05, 0.11875, 0.11875, 0.178125)
     assert reference_weighted_scoring().additive() == (0.25, 0.20, 0.20, 0.10, 0.10, 0.15)
     assert (w.w_epistemic, w.w_paths, w.recency_lambda) == (0.05, 0.0, 0.02)
     assert (w.temporal_boost, w.relevance_floor, w.current_update_multiplier) == (0.15, 0.35, 1.30)
@@ -51,8 +51,8 @@ def test_version_id_vectors() -> None:
         **REFERENCE_WEIGHTS, fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time"
     ).version_id == ("50b6b46ae105")
     # prme's defaults are other base scorings (profiles fitted on the old ones are inapplicable)
-    assert ScoringWeights().version_id == "aef3ea2f1a5f"
-    assert product_default_scoring().version_id == "3b6c647718fb"
+    assert ScoringWeights().version_id == "a1d494a1fec5"
+    assert product_default_scoring().version_id == "22dc9310a7e4"
     plain = product_default_scoring().model_copy(update={"rrf_channel_weights": None})
     assert plain.version_id != product_default_scoring().version_id
 
@@ -91,9 +91,9 @@ def test_invalid_weights(fields: dict[str, object]) -> None:
 
 
 def test_sum_tolerance_is_1e_6() -> None:
-    ScoringWeights(w_semantic=0.30 + 5e-7)
+    ScoringWeights(w_semantic=0.296875 + 5e-7)
     with pytest.raises(ValidationError, match="sum to 1"):
-        ScoringWeights(w_semantic=0.30 + 2e-6)
+        ScoringWeights(w_semantic=0.296875 + 2e-6)
 
 
 def test_weights_are_frozen() -> None:
@@ -120,7 +120,7 @@ def test_adjusted_weights_vector_m2() -> None:
 
 
 def test_neutral_multipliers_are_bit_exact_identity() -> None:
-    base = ScoringWeights(w_semantic=0.35, w_lexical=0.20)
+    base = ScoringWeights(**{**REFERENCE_WEIGHTS, "w_semantic": 0.3, "w_lexical": 0.15})
     assert adjusted_weights(base, None) is base
     assert adjusted_weights(base, RankingMultipliers()) is base
     assert RankingMultipliers().is_neutral and is_neutral(None)
@@ -128,7 +128,7 @@ def test_neutral_multipliers_are_bit_exact_identity() -> None:
 
 
 def test_zero_weight_stays_zero() -> None:
-    base = ScoringWeights(w_graph=0.0, w_semantic=0.35)
+    base = ScoringWeights(**{**REFERENCE_WEIGHTS, "w_graph": 0.0, "w_semantic": 0.45})
     out = adjusted_weights(base, RankingMultipliers(graph=4.0, semantic=0.25))
     assert out.w_graph == 0.0
     assert math.isclose(sum(out.additive()), 1.0, abs_tol=1e-12)

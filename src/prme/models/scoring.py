@@ -66,16 +66,17 @@ def is_neutral(multipliers: RankingMultipliers | None) -> bool:
 class ScoringWeights(Frozen):
     """Base scoring. Class defaults are the weighted formula; the product default is rrf."""
 
-    # The graph proximity is an entity-name match (1.0 / 0.7 / 0.4 by hop) that every memory
-    # naming a query word gets, relevant or not: at the reference's 0.20 it outweighed the
-    # semantic and lexical evidence (LoCoMo NDCG@10 0.438 → 0.496 at 0.05, SciFact 0.734 →
-    # 0.800; bench/quality.py). At 0.05 a learned graph multiplier (≤ 4) can still reach 0.20.
-    w_semantic: FiniteFloat = Field(default=0.30, ge=0.0)
-    w_lexical: FiniteFloat = Field(default=0.25, ge=0.0)
+    # The reference's weights with w_graph 0.20 → 0.05 and the other five renormalized (ratios
+    # kept). The graph proximity is an entity-name match (1.0 / 0.7 / 0.4 by hop) that every
+    # memory naming a query word gets, relevant or not: at 0.20 it outweighed the semantic and
+    # lexical evidence (bench/quality.py, NDCG@10: LoCoMo 0.438 → 0.496, SciFact 0.735 → 0.800).
+    # At 0.05 a learned graph multiplier (≤ 4) can still reach the reference's 0.20.
+    w_semantic: FiniteFloat = Field(default=0.296875, ge=0.0)
+    w_lexical: FiniteFloat = Field(default=0.2375, ge=0.0)
     w_graph: FiniteFloat = Field(default=0.05, ge=0.0)
-    w_recency: FiniteFloat = Field(default=0.10, ge=0.0)
-    w_salience: FiniteFloat = Field(default=0.10, ge=0.0)
-    w_confidence: FiniteFloat = Field(default=0.20, ge=0.0)
+    w_recency: FiniteFloat = Field(default=0.11875, ge=0.0)
+    w_salience: FiniteFloat = Field(default=0.11875, ge=0.0)
+    w_confidence: FiniteFloat = Field(default=0.178125, ge=0.0)
     w_epistemic: FiniteFloat = 0.05
     w_paths: FiniteFloat = 0.0
     recency_lambda: FiniteFloat = Field(default=0.02, ge=0.0)
