@@ -1,7 +1,14 @@
-"""Retrieval and learning quality on judged data (LoCoMo); prints one JSON document.
+"""Retrieval and learning quality on judged data (LoCoMo, SciFact, ...); prints one JSON document.
 
     python bench/quality.py --data ../shared/data/locomo --out quality.json
+    python bench/quality.py --data ../shared/data/scifact --parts retrieval
     python bench/quality.py --quick                 # only the gate-reliability simulation
+
+Any judged collection in the shared JSONL form is accepted (``memories.jsonl``,
+``queries.jsonl``): null ``event_time``/``reference_time`` become one fixed time, blank memories
+are skipped and dropped from the relevant sets, and queries left without a relevant memory are
+skipped; ``data.skipped`` counts all three. ``--pack DIR`` keeps the stored pack outside the
+repository for reuse by later runs on the same data.
 
 Sections (``--parts``, all by default):
 
@@ -56,7 +63,11 @@ from prme.learning.stats import mean, percentile_bootstrap_interval
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.relevance import RelevanceSubmission
-from prme.models.scoring import product_default_scoring
+from prme.models.scoring import (
+    REFERENCE_WEIGHTS,
+    product_default_scoring,
+    reference_weighted_scoring,
+)
 from prme.simulation import SimulationSettings, pass_rates, simulate
 
 SCOPES = [Scope.PROJECT]
@@ -89,6 +100,15 @@ MODES: dict[str, ScoringWeights] = {
     "vector_only": ScoringWeights(
         **{**_OTHERS_ZERO, "w_semantic": 1.0}, w_salience=0.0, w_confidence=0.0, temporal_boost=0.0
     ),
+    # what each default change contributes: the earlier defaults (the reference's), and rrf at
+    # the new k without channel weights
+    "rrf_reference_defaults": ScoringWeights(
+        **REFERENCE_WEIGHTS, fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time"
+    ),
+    "rrf_k10_unweighted_channels": product_default_scoring().model_copy(
+        update={"rrf_channel_weights": None}
+    ),
+    "weighted_reference_defaults": reference_weighted_scoring(),
 }
 
 
