@@ -110,14 +110,7 @@ def test_rank_fusion_is_checked_before_base_scoring(
 def test_inapplicable_when_request_weights_differ_from_the_holdout_base(
     memory: MemoryClient, active: RankingProfile
 ) -> None:
-    weights = ScoringWeights(
-        w_semantic=0.3,
-        w_lexical=0.15,
-        w_graph=0.2,
-        w_recency=0.1,
-        w_salience=0.1,
-        w_confidence=0.15,
-    )
+    weights = ScoringWeights(w_semantic=0.3, w_lexical=0.15)
     response = memory.retrieve(QUERY, user_id=OWNER, scope=SCOPES, weights=weights)
     assert resolution(memory, response) == (
         "inapplicable",

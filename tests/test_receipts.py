@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from prme import IntegrityError, MemoryClient, RankingMultipliers, RetrievalReceipt
 from prme.canonical import canonical_json, checksum, sha256_hex
-from prme.models.scoring import PRODUCT_RRF_K, REFERENCE_WEIGHTS, ScoringWeights, adjusted_weights
+from prme.models.scoring import PRODUCT_RRF_K, ScoringWeights, adjusted_weights
 from prme.retrieval.scoring import weighted_score
 from prme.storage.sqlite import DB_FILE
 
@@ -141,9 +141,7 @@ def test_rrf_replay_is_exact(make_client: ClientFactory) -> None:
 def test_plain_rrf_receipts_replay_with_their_old_bytes(make_client: ClientFactory) -> None:
     """Receipts of the earlier default (plain rrf, k=60, reference weights) carry no channel
     weights: they replay exactly and re-serialize to the bytes they were stored with."""
-    old = ScoringWeights(
-        **REFERENCE_WEIGHTS, fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time"
-    )
+    old = ScoringWeights(fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time")
     client = make_client(config=make_config("rrf").model_copy(update={"scoring": old}))
     fill(client)
     for query in QUERIES:

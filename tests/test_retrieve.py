@@ -231,14 +231,7 @@ def test_profile_status_none_and_request_override(seeded: MemoryClient) -> None:
 
 
 def test_weights_override(seeded: MemoryClient) -> None:
-    custom = ScoringWeights(
-        w_semantic=0.45,
-        w_lexical=0.1,
-        w_graph=0.1,
-        w_recency=0.1,
-        w_salience=0.1,
-        w_confidence=0.15,
-    )
+    custom = ScoringWeights(w_semantic=0.45, w_lexical=0.1, w_graph=0.1)
     response = seeded.retrieve("Aster PostgreSQL", user_id="alice", weights=custom)
     assert response.metadata.scoring_config_version == custom.version_id
     assert response.metadata.fusion == "weighted"
@@ -247,7 +240,7 @@ def test_weights_override(seeded: MemoryClient) -> None:
     as_dict = seeded.retrieve("Aster", user_id="alice", weights=custom.model_dump())
     assert as_dict.metadata.scoring_config_version == custom.version_id
     default = seeded.retrieve("Aster", user_id="alice")
-    assert default.metadata.scoring_config_version == ScoringWeights().version_id
+    assert default.metadata.scoring_config_version == "95f3ec502933"
 
 
 def test_weighted_scores_follow_the_formula(seeded: MemoryClient) -> None:

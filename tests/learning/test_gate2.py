@@ -371,28 +371,8 @@ def test_rule_same_normalized_query() -> None:
 
 PAIRED_CHANGES: list[tuple[str, Any]] = [
     ("reference_time", CLOCK + timedelta(seconds=1)),
-    (
-        "scoring",
-        ScoringWeights(
-            w_semantic=0.3,
-            w_lexical=0.15,
-            w_graph=0.2,
-            w_recency=0.1,
-            w_salience=0.1,
-            w_confidence=0.15,
-        ),
-    ),
-    (
-        "weights",
-        ScoringWeights(
-            w_semantic=0.3,
-            w_lexical=0.15,
-            w_graph=0.2,
-            w_recency=0.1,
-            w_salience=0.1,
-            w_confidence=0.15,
-        ),
-    ),
+    ("scoring", ScoringWeights(w_semantic=0.3, w_lexical=0.15)),
+    ("weights", ScoringWeights(w_semantic=0.3, w_lexical=0.15)),
     ("packing", PackingConfig(token_budget=100)),
     ("min_score", 0.1),
     ("result_limit", 10),
@@ -515,17 +495,7 @@ def test_rule_one_feature_identity_across_the_holdout() -> None:
 
 def test_rule_one_base_scoring_across_the_holdout() -> None:
     first, t1 = pair("a", [node(1)], [node(1)], [node(1)])
-    other = {
-        "scoring": ScoringWeights(
-            w_semantic=0.3,
-            w_lexical=0.15,
-            w_graph=0.2,
-            w_recency=0.1,
-            w_salience=0.1,
-            w_confidence=0.15,
-        ),
-        "query": "q2",
-    }
+    other = {"scoring": ScoringWeights(w_semantic=0.3, w_lexical=0.15), "query": "q2"}
     second, t2 = pair("b", [node(1)], [node(1)], [node(1)], baseline=other, candidate=other)
     rejected("one base scoring", "scoring", first + second, [t1, t2])
 

@@ -13,20 +13,17 @@ from prme.models.scoring import (
     ADDITIVE_FEATURES,
     MULTIPLIER_MAX,
     MULTIPLIER_MIN,
-    REFERENCE_WEIGHTS,
     RankingMultipliers,
     ScoringWeights,
     adjusted_weights,
     is_neutral,
     product_default_scoring,
-    reference_weighted_scoring,
 )
 
 
 def test_class_defaults() -> None:
     w = ScoringWeights()
-    assert w.additive() == (0.296875, 0.2375, 0.05, 0.11875, 0.11875, 0.178125)
-    assert reference_weighted_scoring().additive() == (0.25, 0.20, 0.20, 0.10, 0.10, 0.15)
+    assert w.additive() == (0.25, 0.20, 0.20, 0.10, 0.10, 0.15)
     assert (w.w_epistemic, w.w_paths, w.recency_lambda) == (0.05, 0.0, 0.02)
     assert (w.temporal_boost, w.relevance_floor, w.current_update_multiplier) == (0.15, 0.35, 1.30)
     assert w.node_type_boost == {
@@ -45,14 +42,13 @@ def test_class_defaults() -> None:
 
 
 def test_version_id_vectors() -> None:
-    # the reference's vectors, under the reference's weights
-    assert reference_weighted_scoring().version_id == "95f3ec502933"
+    assert ScoringWeights().version_id == "95f3ec502933"
+    # the reference's rrf (prme's earlier default) …
     assert ScoringWeights(
-        **REFERENCE_WEIGHTS, fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time"
+        fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time"
     ).version_id == ("50b6b46ae105")
-    # prme's defaults are other base scorings (profiles fitted on the old ones are inapplicable)
-    assert ScoringWeights().version_id == "a1d494a1fec5"
-    assert product_default_scoring().version_id == "22dc9310a7e4"
+    # … and prme's default: k 10 and confidence-weighted channels are another base scoring
+    assert product_default_scoring().version_id == "cd7ac23333a7"
     plain = product_default_scoring().model_copy(update={"rrf_channel_weights": None})
     assert plain.version_id != product_default_scoring().version_id
 
@@ -63,7 +59,7 @@ def test_rrf_k_defaults_to_60_only_under_rrf() -> None:
     dropped = ScoringWeights(rrf_k=10, rrf_recency_boost=0.5, rrf_tie_break="event_time")
     assert (dropped.rrf_k, dropped.rrf_recency_boost, dropped.rrf_tie_break) == (None, None, None)
     assert dropped == ScoringWeights()
-    assert dropped.version_id == ScoringWeights().version_id
+    assert dropped.version_id == "95f3ec502933"
     channels = ScoringWeights(rrf_channel_weights="score_gap")
     assert channels.rrf_channel_weights is None and channels == ScoringWeights()
 
@@ -91,9 +87,9 @@ def test_invalid_weights(fields: dict[str, object]) -> None:
 
 
 def test_sum_tolerance_is_1e_6() -> None:
-    ScoringWeights(w_semantic=0.296875 + 5e-7)
+    ScoringWeights(w_semantic=0.25 + 5e-7)
     with pytest.raises(ValidationError, match="sum to 1"):
-        ScoringWeights(w_semantic=0.296875 + 2e-6)
+        ScoringWeights(w_semantic=0.25 + 2e-6)
 
 
 def test_weights_are_frozen() -> None:
@@ -102,7 +98,7 @@ def test_weights_are_frozen() -> None:
 
 
 def test_adjusted_weights_vector_m2() -> None:
-    base = reference_weighted_scoring()  # the reference's vector M2
+    base = ScoringWeights()
     out = adjusted_weights(base, RankingMultipliers(lexical=2))
     assert out.w_semantic == 0.20833333333333334
     assert out.w_lexical == 0.33333333333333337
@@ -120,7 +116,7 @@ def test_adjusted_weights_vector_m2() -> None:
 
 
 def test_neutral_multipliers_are_bit_exact_identity() -> None:
-    base = ScoringWeights(**{**REFERENCE_WEIGHTS, "w_semantic": 0.3, "w_lexical": 0.15})
+    base = ScoringWeights(w_semantic=0.3, w_lexical=0.15)
     assert adjusted_weights(base, None) is base
     assert adjusted_weights(base, RankingMultipliers()) is base
     assert RankingMultipliers().is_neutral and is_neutral(None)
@@ -128,7 +124,7 @@ def test_neutral_multipliers_are_bit_exact_identity() -> None:
 
 
 def test_zero_weight_stays_zero() -> None:
-    base = ScoringWeights(**{**REFERENCE_WEIGHTS, "w_graph": 0.0, "w_semantic": 0.45})
+    base = ScoringWeights(w_graph=0.0, w_semantic=0.45)
     out = adjusted_weights(base, RankingMultipliers(graph=4.0, semantic=0.25))
     assert out.w_graph == 0.0
     assert math.isclose(sum(out.additive()), 1.0, abs_tol=1e-12)

@@ -8,12 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prme.models.scoring import (
-    RankingMultipliers,
-    ScoringWeights,
-    adjusted_weights,
-    reference_weighted_scoring,
-)
+from prme.models.scoring import RankingMultipliers, ScoringWeights, adjusted_weights
 from prme.models.trace import RankFusionTrace, ScoreTrace
 from prme.retrieval.scoring import (
     TIE_BREAK_SCALE,
@@ -60,7 +55,7 @@ CANDIDATE_B = CANDIDATE_A.model_copy(
 
 
 def test_weighted_vector_m1() -> None:
-    w = reference_weighted_scoring()  # the reference's vectors use its weights
+    w = ScoringWeights()
     additive_a = 0.25 * 0.9 + 0.20 * 0.1 + 0.20 * 1.0 + 0.10 * 1.0 + 0.10 * 0.5 + 0.15 * 0.8
     assert weighted_score(CANDIDATE_A, w) == round(additive_a * 0.9 * 1.15, 10) == 0.740025
     additive_b = 0.25 * 0.2 + 0.20 * 0.9 + 0.20 * 0.0 + 0.10 * 1.0 + 0.10 * 0.5 + 0.15 * 0.8
@@ -68,7 +63,7 @@ def test_weighted_vector_m1() -> None:
 
 
 def test_relevance_cap_below_floor() -> None:
-    w = reference_weighted_scoring()  # the reference's vectors use its weights
+    w = ScoringWeights()
     weak = CANDIDATE_A.model_copy(update={"semantic_similarity": 0.1, "lexical_relevance": 0.2})
     # sem + lex = 0.3 < 0.35: the score is capped at 0.1 + 0.2
     assert weighted_score(weak, w) == round(0.1 + 0.2, 10)
@@ -78,7 +73,7 @@ def test_relevance_cap_below_floor() -> None:
 
 
 def test_temporal_affinity_adds_boost_before_node_type() -> None:
-    w = reference_weighted_scoring()  # the reference's vectors use its weights
+    w = ScoringWeights()
     timed = CANDIDATE_A.model_copy(update={"temporal_affinity": 0.5})
     additive = 0.25 * 0.9 + 0.20 * 0.1 + 0.20 * 1.0 + 0.10 * 1.0 + 0.10 * 0.5 + 0.15 * 0.8
     assert weighted_score(timed, w) == round((additive * 0.9 + 0.15 * 0.5) * 1.15, 10)

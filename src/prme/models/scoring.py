@@ -66,17 +66,12 @@ def is_neutral(multipliers: RankingMultipliers | None) -> bool:
 class ScoringWeights(Frozen):
     """Base scoring. Class defaults are the weighted formula; the product default is rrf."""
 
-    # The reference's weights with w_graph 0.20 → 0.05 and the other five renormalized (ratios
-    # kept). The graph proximity is an entity-name match (1.0 / 0.7 / 0.4 by hop) that every
-    # memory naming a query word gets, relevant or not: at 0.20 it outweighed the semantic and
-    # lexical evidence (bench/quality.py, NDCG@10: LoCoMo 0.438 → 0.496, SciFact 0.735 → 0.800).
-    # At 0.05 a learned graph multiplier (≤ 4) can still reach the reference's 0.20.
-    w_semantic: FiniteFloat = Field(default=0.296875, ge=0.0)
-    w_lexical: FiniteFloat = Field(default=0.2375, ge=0.0)
-    w_graph: FiniteFloat = Field(default=0.05, ge=0.0)
-    w_recency: FiniteFloat = Field(default=0.11875, ge=0.0)
-    w_salience: FiniteFloat = Field(default=0.11875, ge=0.0)
-    w_confidence: FiniteFloat = Field(default=0.178125, ge=0.0)
+    w_semantic: FiniteFloat = Field(default=0.25, ge=0.0)
+    w_lexical: FiniteFloat = Field(default=0.20, ge=0.0)
+    w_graph: FiniteFloat = Field(default=0.20, ge=0.0)
+    w_recency: FiniteFloat = Field(default=0.10, ge=0.0)
+    w_salience: FiniteFloat = Field(default=0.10, ge=0.0)
+    w_confidence: FiniteFloat = Field(default=0.15, ge=0.0)
     w_epistemic: FiniteFloat = 0.05
     w_paths: FiniteFloat = 0.0
     recency_lambda: FiniteFloat = Field(default=0.02, ge=0.0)
@@ -162,22 +157,6 @@ class ScoringWeights(Frozen):
             if self.rrf_channel_weights is not None:
                 text += f":channels={self.rrf_channel_weights}"
         return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-REFERENCE_WEIGHTS: dict[str, float] = {
-    "w_semantic": 0.25,
-    "w_lexical": 0.20,
-    "w_graph": 0.20,
-    "w_recency": 0.10,
-    "w_salience": 0.10,
-    "w_confidence": 0.15,
-}
-
-
-def reference_weighted_scoring() -> ScoringWeights:
-    """The original system's weighted-formula defaults (reference §B.5), kept for comparison
-    and for the reference's test vectors; prme's own defaults are the class defaults."""
-    return ScoringWeights(**REFERENCE_WEIGHTS)
 
 
 def product_default_scoring() -> ScoringWeights:
