@@ -23,7 +23,7 @@ from prme.retrieval.owner_index import (
     OwnerIndex,
 )
 from prme.retrieval.scoring import FloatArray
-from prme.storage.timeutil import to_us
+from prme.timeutil import to_us
 
 US_PER_DAY = 86_400_000_000.0
 US_PER_DAY_INT = 86_400_000_000
