@@ -59,6 +59,7 @@ def readme_python_example(readme: Path) -> None:
 def cli_round_trip() -> None:
     pack = "cli-pack"
     base = ("--path", pack, "--user-id", "alice")
+    run(PRME, "init", "--path", pack, "--fusion", "weighted")
     run(PRME, "store", "Aster stores its data in PostgreSQL 16.", *base, "--scope", "project")
     run(PRME, "store", "The office café opens at eight.", *base, "--scope", "project")
     answer = json.loads(run(PRME, "retrieve", "Which database does Aster use?", *base, "--json"))
@@ -66,7 +67,9 @@ def cli_round_trip() -> None:
     if "PostgreSQL" not in top:
         sys.exit(f"retrieve ranked {top!r} first")
     run(PRME, "pack", "check", "--path", pack)
-    step("store → retrieve → pack check")
+    if len(json.loads(run(PRME, "memories", "list", *base, "--json"))) != 2:
+        sys.exit("prme memories list did not list both memories")
+    step("init → store → retrieve → pack check → memories list")
 
 
 def demo() -> None:

@@ -46,12 +46,12 @@ def test_null_times_and_blank_memories(tmp_path: Path) -> None:
     loaded = q.load(tmp_path)
     assert [r["id"] for r in loaded.memories["o"]] == ["m1", "m3"]
     assert [x.relevant for x in loaded.queries] == [("m1",)]
-    assert loaded.queries[0].reference_time == q.NO_TIME
+    assert loaded.queries[0].reference_time == q.utc(q.FIXED_TIME)
     assert loaded.queries[0].category == "none"
     assert loaded.skipped == {
         "blank_memories": 1,
         "relevant_ids_dropped": 2,
         "queries_without_relevant": 1,
     }
-    assert q.utc(None) == q.NO_TIME
+    assert q.utc(None) == q.utc(q.FIXED_TIME)
     assert q.utc("2023-05-08T13:56:00").tzinfo is not None

@@ -116,6 +116,7 @@ def test_demo_refuses_a_directory_it_did_not_make(tmp_path: Path) -> None:
 def test_store_one_memory_then_read_it_back(tmp_path: Path) -> None:
     text = "Aster keeps its production data in PostgreSQL 16."
     args = ["store", text, "--scope", "project", "--confidence", "0.9", "--path", tmp_path]
+    args.append("--create")
     node_id = ok([*args, *OWNER]).strip()
     with library(tmp_path) as memory:
         node = memory.get(node_id, user_id="alice")
@@ -128,6 +129,7 @@ def test_store_one_memory_then_read_it_back(tmp_path: Path) -> None:
 def test_store_jsonl_in_batches(tmp_path: Path) -> None:
     lines = ['"plain text"', '{"content": "two", "scope": "agent"}', "", '{"content": "three"}']
     args = ["store", "--jsonl", "-", "--scope", "project", "--batch-size", "2", "--path", tmp_path]
+    args.append("--create")
     ids = ok_json([*args, *OWNER], input="\n".join(lines) + "\n")
     with library(tmp_path) as memory:
         nodes = [memory.get(i, user_id="alice") for i in ids]
@@ -164,6 +166,7 @@ def test_retrieve_receipt_and_judge_print_what_the_library_returns(tmp_path: Pat
 
 
 def test_errors_print_one_line_and_exit_1(tmp_path: Path) -> None:
+    library(tmp_path).close()  # an empty pack
     pack = ["--path", tmp_path, *OWNER]
     missing = str(uuid.uuid4())
     assert fails(["receipt", missing, *pack]) == f"error: Retrieval receipt not found: {missing}"

@@ -68,7 +68,7 @@ def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
 
 def test_store_retrieve_receipt_and_judge(tmp_path: Path) -> None:
     pack = ["--path", tmp_path / "pack", "--user-id", "alice"]
-    first = ok("store", "Aster keeps its data in PostgreSQL 16.", "--scope", "project", *pack)
+    first = ok("store", "Aster keeps its data in PostgreSQL 16.", "--scope", "project", *pack, "--create")
     first = first.strip()
     assert str(uuid.UUID(first)) == first
     lines = '"Aster used MySQL until 2024."\n{"content": "Aster deploys on Fridays."}\n'
@@ -113,7 +113,7 @@ def test_progress_needs_only_stderr_to_be_a_terminal(tmp_path: Path) -> None:
     leader, follower = pty.openpty()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "prme", "store", "--jsonl", "-", "--path", tmp_path / "p"],
+            [sys.executable, "-m", "prme", "store", "--jsonl", "-", "--create", "--path", tmp_path / "p"],
             env={**ENV, "PRME_USER_ID": "alice"},
             input=lines.encode(),
             stdout=subprocess.PIPE,
@@ -255,7 +255,7 @@ def test_version_and_unknown_command() -> None:
 
 def test_pack_export_import_round_trip(tmp_path: Path) -> None:
     source, target, dump = tmp_path / "source", tmp_path / "target", tmp_path / "pack.jsonl"
-    ok("store", "--path", source, "--user-id", OWNER, "Aster stores its data in PostgreSQL.")
+    ok("store", "--create", "--path", source, "--user-id", OWNER, "Aster stores its data in PostgreSQL.")
     ok("retrieve", "--path", source, "--user-id", OWNER, "Which database does Aster use?")
     ok("pack", "export", "--path", source, dump)
     ok("pack", "import", "--path", target, dump)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from prme import InvalidInputError, MemoryClient, PRMEConfig
+from prme.bulk import gc_paused
 from prme.config import EmbeddingConfig
 from prme.errors import IntegrityError
 from prme.storage.sqlite import DB_FILE
@@ -21,18 +20,6 @@ ATTEMPTS = 50
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
-
-
-@contextmanager
-def no_collector() -> Iterator[None]:
-    """Connections must be closed by the code, not by a garbage collection that may not run."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def hash_config(dimension: int | None = None) -> PRMEConfig:
@@ -81,7 +68,8 @@ def test_failed_opens_leak_no_descriptors(
     pack = tmp_path / "pack"
     error = prepare(pack)
     config = CONFIGS[prepare.__name__]
-    with no_collector():
+    # Connections must be closed by the code, not by a garbage collection that may not run.
+    with gc_paused():
         before = open_fds()
         for _ in range(ATTEMPTS):
             with pytest.raises(error):

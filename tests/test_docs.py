@@ -34,6 +34,13 @@ EXPECTED = {
     "pack export",
     "pack import",
     "db upgrade",
+    "init",
+    "memories list",
+    "memories get",
+    "memories update",
+    "memories delete",
+    "pack configure",
+    "pack settings",
 }
 
 
@@ -84,6 +91,9 @@ def test_pack_commands_share_the_path_user_and_json_options() -> None:
             "pack prune",
             "pack export",
             "pack import",
+            "pack configure",
+            "pack settings",
+            "init",
             "db upgrade",
         } or isinstance(command, click.Group):
             continue

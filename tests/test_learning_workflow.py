@@ -31,8 +31,14 @@ OWNER = "alice"
 SCOPES = [Scope.PROJECT]
 HOLDOUT_TIME = datetime(2026, 9, 14, tzinfo=UTC)
 # Stronger regularization fits a weaker proposal; over it, the medium one still improves.
-WEAK = LearningConfig(regularization=0.5, bootstrap_samples=500)
-MEDIUM = LearningConfig(regularization=0.1, bootstrap_samples=500)
+# A weak and a stronger proposal of the reference fit, whose pull to neutral grades its moves:
+# the medium one still improves on a profile of the weak one (the chained holdout).
+WEAK = LearningConfig(
+    algorithm="pairwise_weight_multipliers_v1", regularization=0.5, bootstrap_samples=500
+)
+MEDIUM = LearningConfig(
+    algorithm="pairwise_weight_multipliers_v1", regularization=0.1, bootstrap_samples=500
+)
 # The unfiltered pointer gets a small judged set of its own (16 unfiltered retrievals).
 UNFILTERED_JUDGED = 16
 SMALL = LearningConfig(min_training_queries=4, min_validation_queries=4, bootstrap_samples=500)

@@ -278,6 +278,28 @@ def test_foreign_identity_in_payload_raises(client: MemoryClient, pack_path: Pat
 
 
 @pytest.mark.sqlite_only
+def test_a_schema_1_receipt_still_parses_replays_and_keeps_its_bytes(
+    client: MemoryClient, pack_path: Path
+) -> None:
+    # Packs written before per-owner write sequences hold schema-1 receipts, whose
+    # pack.write_seq is the pack-wide sequence; they read back byte for byte and replay.
+    request, payload = _stored_receipt(client)
+    data = json.loads(payload)
+    assert data["schema_version"] == 2
+    pack_wide = client.engine.store.pack_identity().write_seq
+    assert data["pack"]["write_seq"] != pack_wide  # the owner's sequence, not the pack's
+    legacy = canonical_json(
+        {**data, "schema_version": 1, "pack": {**data["pack"], "write_seq": pack_wide}}
+    )
+    _rewrite(pack_path, legacy, fix_checksum=True)
+    receipt = client.get_retrieval_receipt(request, user_id="alice")
+    assert receipt is not None and receipt.schema_version == 1
+    assert canonical_json(receipt) == legacy and receipt.checksum == sha256_hex(legacy)
+    assert receipt.replay_scores() == [c.score for c in receipt.candidates]
+    assert receipt.replay_ranking() == [c.node_id for c in receipt.candidates]
+
+
+@pytest.mark.sqlite_only
 def test_edited_score_fails_replay(client: MemoryClient, pack_path: Path) -> None:
     request, payload = _stored_receipt(client)
     data = json.loads(payload)

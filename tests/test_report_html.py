@@ -157,3 +157,36 @@ def test_paired_plot_merges_identical_points_and_escapes_labels() -> None:
     assert "<title>2 group(s) 0.500 → 1.000: a&lt;b&gt;, c&amp;d</title>" in svg
     assert "<title>1 group(s) 1.000 → 0.250: e</title>" in svg
     assert "a<b>" not in svg
+
+
+def test_report_explains_a_refusal_flags_clamps_and_floors() -> None:
+    """Built from real gate-1 reports on §M.9's fixture (tests/learning/test_gate1.py)."""
+    from learning.test_gate1 import REFERENCE, reference_fixture, run
+
+    from prme.learning.groups import group_id, is_validation
+
+    # The reference fit reaches lexical ×4 (the bound) and a p-value at its floor 1/(B+1).
+    reference = run(*reference_fixture(), config=REFERENCE)
+    assert reference.multipliers.lexical == 4.0
+    assert reference.randomization_p_value == 1 / (reference.config.bootstrap_samples + 1)
+    html = render_report(reference)
+    assert "×4.000<tspan" in html and "clamped</tspan>" in html
+    assert html.count("clamped</tspan>") == 1  # the other five are inside the bounds
+    floor = f"{1 / 2001:.4f} (resampling floor 1/(B+1), B = 2000: p ≤ this)"
+    assert floor in html
+    assert "pairwise_weight_multipliers_v1" in html and "coordinate_descent_log_space_v1" in html
+    assert "Why it was refused" not in html
+    for legend in ("candidate better", "equal", "candidate worse"):
+        assert f">{legend}</text>" in html
+    # A refused proposal: reversed validation labels make every validation group regress.
+    held_out = {i for i in range(100) if is_validation(42, group_id(["query", f"query {i}"]), 0.3)}
+    refused = run(*reference_fixture(flip=held_out), config=REFERENCE)
+    assert refused.refusal is not None
+    html = render_report(refused)
+    assert "Why it was refused" in html
+    for rule in refused.refusal.rules:
+        assert f"<code>{rule.rule}</code>" in html and f"{rule.observed:+.4f}" in html
+    assert f"Regressed validation groups ({len(held_out)})" in html
+    for group in refused.refusal.regressed_groups:
+        row = f'<td>{group.group_label}</td><td class="num">{group.baseline_ndcg:.3f} → '
+        assert row in html

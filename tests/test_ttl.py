@@ -78,7 +78,7 @@ def test_a_memory_expires_just_after_its_last_instant(
     hints = memory.retrieve(
         "Aster database", user_id="alice", scope=Scope.PROJECT, reference_time=end + ONE_US
     ).cross_scope_hints
-    assert hints == ()
+    assert hints == []
     hints = memory.retrieve(
         "Aster database", user_id="alice", scope=Scope.PROJECT, reference_time=end
     ).cross_scope_hints

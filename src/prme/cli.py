@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import io
 import json
 import re
 import sys
@@ -26,15 +27,19 @@ import click
 from pydantic import BaseModel
 
 from prme.client import MemoryClient
+from prme.config import EmbeddingConfig, PRMEConfig
 from prme.demo import DEMO_USER, FUSION_NOTE, DemoStep, ProgressFactory, run_demo, silent_progress
 from prme.embed.registry import provider_names
 from prme.errors import NotFoundError, PRMEError, http_status_for, public_message
 from prme.models.enums import NodeType, Scope
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
+from prme.models.memory import MemoryRecord
 from prme.models.profiles import RankingProfile, RankingProfileState
 from prme.models.scoring import ADDITIVE_FEATURES, RankingMultipliers
 from prme.report_html import render_report
+from prme.services.pack_settings import scoring_for
+from prme.storage.sqlite import DB_FILE
 
 F = TypeVar("F", bound=Callable[..., Any])
 SCOPES = click.Choice([s.value for s in Scope], case_sensitive=False)
@@ -82,8 +87,10 @@ class Target:
     user_id: str
     as_json: bool
 
-    def open(self, *, frozen: bool = False) -> MemoryClient:
-        return MemoryClient(self.path, frozen=frozen)
+    def open(self, *, frozen: bool = False, create: bool | None = False) -> MemoryClient:
+        """Open the pack; by default a missing one is an error (only ``prme init``, ``demo``,
+        ``store --create`` and ``pack import`` create packs)."""
+        return MemoryClient(self.path, frozen=frozen, create=create)
 
     def show(self, value: Any, render: Callable[[], None]) -> None:
         """Print ``value`` as JSON with ``--json``, otherwise call ``render`` (a table)."""
@@ -371,9 +378,8 @@ def demo(path: Path, report: Path | None, as_json: bool, **options: Any) -> None
     if as_json:
         return emit_json(summary)
     click.echo(f"done in {summary.seconds:.1f}s; report: {summary.report_path}")
-    click.echo(
-        f"inspect: PRME_SCORING__FUSION=weighted PRME_EMBEDDING__PROVIDER={summary.embedder} "
-        f"prme profiles history --path {path} --user-id {summary.user_id} --scope project"
+    click.echo(  # the pack recorded its settings (weighted fusion, the embedder)
+        f"inspect: prme profiles history --path {path} --user-id {summary.user_id} --scope project"
     )
 
 
@@ -386,22 +392,38 @@ def demo(path: Path, report: Path | None, as_json: bool, **options: Any) -> None
 @click.option("--scope", type=SCOPES, help="Scope (default: personal).")
 @click.option("--node-type", type=click.Choice([t.value for t in NodeType]), help="Node type.")
 @click.option("--confidence", type=float, help="Confidence in [0, 1].")
+@click.option(
+    "--dedupe", is_flag=True, help="Same normalised text already stored: print that memory's id."
+)
+@click.option(
+    "--create", is_flag=True, help="Create the pack if missing (settings from the environment)."
+)
 @pack_command()
 def store(
-    target: Target, text: str | None, jsonl: IO[str] | None, batch_size: int, **given: Any
+    target: Target,
+    text: str | None,
+    jsonl: IO[str] | None,
+    batch_size: int,
+    dedupe: bool,
+    create: bool,
+    **given: Any,
 ) -> None:
     """Store one memory (TEXT), or many with --jsonl in batches of store_many."""
     fields = {k: v for k, v in given.items() if v is not None}
     if (text is None) == (jsonl is None):
         raise CLIError("give either TEXT or --jsonl FILE")
+    if dedupe and jsonl is not None:
+        raise CLIError("--dedupe stores one TEXT at a time")
+    opened = target.open(create=bool(create))
     if text is not None:
-        with target.open() as memory:
-            receipt = memory.store_with_receipt(text, user_id=target.user_id, **fields)
+        with opened as memory:
+            extra = {"dedupe": True} if dedupe else {}
+            receipt = memory.store_with_receipt(text, user_id=target.user_id, **extra, **fields)
         return target.show(receipt, lambda: click.echo(receipt["node_id"]))
     lines = _read_jsonl(jsonl or sys.stdin, "--jsonl")
     items = [{**fields, **(i if isinstance(i, dict) else {"content": i})} for i in lines]
     ids: list[str] = []
-    with target.open() as memory, progress_factory()("storing", len(items)) as bar:
+    with opened as memory, progress_factory()("storing", len(items)) as bar:
         for start in range(0, len(items), batch_size):
             batch = items[start : start + batch_size]
             ids.extend(memory.store_many(batch, user_id=target.user_id))
@@ -500,12 +522,98 @@ def judge(target: Target, labels: Sequence[str], **fields: Any) -> None:
     submission["labels"] = dict(_label(raw) for raw in labels)
     with target.open() as memory:
         record = memory.record_relevance(submission, user_id=target.user_id)
+    if not target.as_json:
+        for warning in getattr(record, "warnings", ()):
+            click.echo(f"warning: {warning}", err=True)
     target.show(
         record,
         lambda: click.echo(
             f"feedback {record.feedback_id}: {len(record.labels)} labels on {record.request_id}"
         ),
     )
+
+
+# ------------------------------------------------------------------------------- memories
+@main.group(cls=_Group)
+def memories() -> None:
+    """List, show, update (supersede) and delete the owner's memories."""
+
+
+def _show_memory(record: MemoryRecord) -> None:
+    _pairs(
+        [
+            ("id", record.id),
+            ("scope", record.scope),
+            ("node type", record.node_type),
+            ("content", record.content),
+            ("lifecycle", record.lifecycle_state),
+            ("valid", f"{record.valid_from.isoformat()} → {_value(record.valid_to)}"),
+            ("supersedes", record.supersedes),
+            ("superseded by", record.superseded_by),
+            ("expired", record.expired),
+        ]
+    )
+
+
+@memories.command("list")
+@scopes_option
+@click.option("--limit", default=100, show_default=True, help="Page size (1–1000).")
+@click.option("--after-id", help="Last memory id of the previous page.")
+@pack_command()
+def memories_list(
+    target: Target, scopes: Sequence[str], limit: int, after_id: str | None
+) -> None:
+    """The owner's memories ordered by id, a page at a time."""
+    with target.open() as memory:
+        page = memory.list(
+            user_id=target.user_id, scope=_scope_set(scopes), limit=limit, after_id=after_id
+        )
+    rows = [(m.id, m.scope, m.lifecycle_state, _short(m.content, 60)) for m in page]
+    target.show(page, lambda: table(("id", "scope", "lifecycle", "content"), rows))
+
+
+@memories.command("get")
+@click.argument("node_id")
+@pack_command()
+def memories_get(target: Target, node_id: str) -> None:
+    """Show one memory."""
+    with target.open() as memory:
+        record = memory.get(node_id, user_id=target.user_id)
+    if record is None:
+        raise NotFoundError("Memory", node_id)
+    target.show(record, lambda: _show_memory(record))
+
+
+@memories.command("delete")
+@click.argument("node_id")
+@pack_command()
+def memories_delete(target: Target, node_id: str) -> None:
+    """Delete one memory (saved receipts keep their traces)."""
+    with target.open() as memory:
+        if not memory.delete(node_id, user_id=target.user_id):
+            raise NotFoundError("Memory", node_id)
+    result = {"deleted": True, "node_id": node_id}
+    target.show(result, lambda: click.echo(f"deleted {node_id}"))
+
+
+@memories.command("update")
+@click.argument("node_id")
+@click.option("--content", help="The new text of the memory.")
+@click.option("--scope", type=SCOPES, help="A new scope.")
+@click.option("--node-type", type=click.Choice([t.value for t in NodeType]), help="Node type.")
+@click.option("--confidence", type=float, help="Confidence in [0, 1].")
+@click.option("--salience", type=float, help="Salience in [0, 1].")
+@click.option("--pinned/--unpinned", default=None, help="Pin (always a candidate) or unpin.")
+@click.option("--metadata", help="A JSON object replacing the metadata.")
+@pack_command()
+def memories_update(target: Target, node_id: str, metadata: str | None, **given: Any) -> None:
+    """Supersede a memory with a new version; the old one is kept, valid until now."""
+    changes = {k: v for k, v in given.items() if v is not None}
+    if metadata is not None:
+        changes["metadata"] = _read_json(io.StringIO(metadata), "--metadata")
+    with target.open() as memory:
+        record = memory.update(node_id, user_id=target.user_id, **changes)
+    target.show(record, lambda: _show_memory(record))
 
 
 # ------------------------------------------------------------------------------- learning
@@ -655,7 +763,7 @@ def learn_create(target: Target, proposal: IO[str], holdout: IO[str], **ids: Any
 @user_option()
 def learn_report(profile_id: str, out: Path, path: Path, user_id: str) -> None:
     """Write the self-contained HTML report of a profile and its pointer history."""
-    with MemoryClient(path) as memory:
+    with MemoryClient(path, create=False) as memory:
         profile_id = _profile_id(memory, user_id, profile_id)
         profile = memory.get_ranking_profile(profile_id, user_id=user_id)
         if profile is None:
@@ -818,6 +926,76 @@ def pack() -> None:
     """Pack-level commands."""
 
 
+def _settings_rows(settings: dict[str, Any] | None) -> list[tuple[str, object]]:
+    if settings is None:
+        return [("settings", "none recorded (the environment decides)")]
+    embedding, scoring = settings.get("embedding", {}), settings.get("scoring", {})
+    return [
+        ("embedder", embedding.get("provider")),
+        ("fusion", scoring.get("fusion")),
+        ("token budget", settings.get("retrieval", {}).get("token_budget")),
+    ]
+
+
+FUSIONS = click.Choice(["weighted", "rrf"])
+
+
+@main.command()
+@path_option()
+@click.option(
+    "--fusion",
+    type=FUSIONS,
+    help="Score fusion: weighted (learning-ready, profiles apply) or rrf (default).",
+)
+@click.option(
+    "--embedder", type=click.Choice(provider_names()), help="Embedding provider (default minilm)."
+)
+@json_option
+def init(path: Path, fusion: str | None, embedder: str | None, as_json: bool) -> None:
+    """Create a memory pack at PATH that records its retrieval settings; later commands on it
+    need no PRME_* variables. A learning-ready pack: prme init --path DIR --fusion weighted."""
+    if (path / DB_FILE).exists():
+        raise CLIError(f"a pack already exists at {path}; change it with `prme pack configure`")
+    config = PRMEConfig()
+    update: dict[str, Any] = {}
+    if fusion is not None:
+        update["scoring"] = scoring_for(fusion)
+    if embedder is not None:
+        update["embedding"] = EmbeddingConfig(provider=embedder)
+    config = PRMEConfig(**{**dict(config), **update}) if update else config
+    with MemoryClient(path, config=config, create=True) as memory:
+        settings = memory.pack_settings()
+    rows = [("pack", path), *_settings_rows(settings)]
+    target = Target(path, "", as_json)
+    target.show(settings, lambda: _pairs(rows))
+
+
+@pack.command("settings")
+@pack_command(user=False)
+def pack_settings_show(target: Target) -> None:
+    """Show the retrieval settings the pack records (embedder, fusion, packing budget)."""
+    with target.open() as memory:
+        settings = memory.pack_settings()
+    target.show(settings, lambda: _pairs(_settings_rows(settings)))
+
+
+@pack.command("configure")
+@click.option("--fusion", type=FUSIONS, help="New score fusion: weighted or rrf.")
+@click.option(
+    "--embedder",
+    type=click.Choice(provider_names()),
+    help="New embedding provider (only before any memory is stored).",
+)
+@pack_command(user=False)
+def pack_configure(target: Target, fusion: str | None, embedder: str | None) -> None:
+    """Change the pack's recorded settings (a content write: the write sequence moves)."""
+    base = PRMEConfig()
+    config = PRMEConfig.model_construct(storage=base.storage, api=base.api, mcp=base.mcp)
+    with MemoryClient(target.path, config=config, create=False) as memory:
+        settings = memory.configure_pack(fusion=fusion, embedder=embedder)
+    target.show(settings, lambda: _pairs(_settings_rows(settings)))
+
+
 @pack.command("digest")
 @pack_command(user=False)
 def pack_digest(target: Target) -> None:
@@ -885,7 +1063,7 @@ def pack_export(target: Target, file: Path) -> None:
 def pack_import(target: Target, file: Path) -> None:
     """Load FILE (from ``prme pack export``; ``-`` reads stdin) into an empty pack;
     PRME_STORAGE__POSTGRES_URL selects PostgreSQL."""
-    with target.open() as memory, busy("importing the pack"):
+    with target.open(create=None) as memory, busy("importing the pack"):
         summary = memory.import_pack(sys.stdin if str(file) == "-" else file)
     shown = dataclasses.asdict(summary)
     target.show(shown, lambda: _pairs(list(shown.items())))

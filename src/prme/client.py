@@ -12,8 +12,9 @@ from typing import IO, Any
 
 from prme.config import PRMEConfig
 from prme.embed.base import Embedder
-from prme.embed.registry import make_embedder
+from prme.embed.registry import make_embedder, provider_names
 from prme.engine import Engine, utc_now
+from prme.errors import InvalidInputError
 from prme.models.enums import NodeType, RetrievalMode, SourceType
 from prme.models.holdout import (
     FullRetrievalEvaluation,
@@ -36,7 +37,7 @@ from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.services import holdout as gate2_service
 from prme.services import integrity as integrity_service
 from prme.services import learning as gate1_service
-from prme.services import memories, receipts, retention, retrieval
+from prme.services import memories, pack_settings, receipts, retention, retrieval
 from prme.services import profiles as profile_service
 from prme.services import relevance as relevance_service
 from prme.services.integrity import IntegrityReport
@@ -49,6 +50,22 @@ from prme.storage.transfer import TransferSummary
 
 class MemoryClient:
     """A memory pack opened for use. ``MemoryClient("./memories")`` creates it if needed.
+
+    Creating and opening (``create``):
+
+    - ``None`` (the default): open the pack, creating a missing one as before; a pack created
+      this way records no settings and follows the configuration every time it is opened.
+    - ``True``: create the pack if missing and record its retrieval settings (the
+      configuration's ``embedding``, ``scoring`` and ``retrieval`` sections, e.g.
+      ``PRMEConfig(scoring=ScoringWeights())`` for a learning-ready, weighted-fusion pack);
+      later opens use them, so no environment variable is needed again.
+    - ``False``: the pack must exist (:class:`~prme.errors.PackNotFoundError` otherwise);
+      nothing is created.
+
+    A pack with recorded settings takes them as its configuration; a configured value that
+    disagrees (``PRME_SCORING__FUSION``, ``PRME_EMBEDDING__PROVIDER``, the ``config``
+    argument) raises InvalidInputError naming both values. Change them with
+    :meth:`configure_pack` (``prme pack configure``).
 
     Args:
         path: the pack directory.
@@ -75,16 +92,18 @@ class MemoryClient:
         tracer: Tracer | None = None,
         store: Store | None = None,
         postgres_url: str | None = None,
+        create: bool | None = None,
     ) -> None:
         self.config = config or PRMEConfig()
         self.path = Path(path)
         self.frozen = frozen
+        if create is not None and not isinstance(create, bool):
+            raise InvalidInputError("create", "must be True, False or None", create)
         configured = self.config.storage.postgres_url
         url = postgres_url or (configured.get_secret_value() if configured else None)
-        # The embedder first: a bad provider must fail before any storage is opened.
-        chosen = embedder or make_embedder(
-            self.config.embedding.provider, self.config.embedding.dimension
-        )
+        # The provider name first: a bad provider must fail before any storage is opened.
+        if embedder is None and self.config.embedding.provider not in provider_names():
+            make_embedder(self.config.embedding.provider)  # raises, listing the valid names
         backing = store or make_store(
             "postgres" if url else "sqlite",
             StoreOptions(
@@ -93,9 +112,18 @@ class MemoryClient:
                 frozen=frozen,
                 tracer=tracer,
                 busy_timeout_ms=self.config.storage.busy_timeout_ms,
+                create=create is not False,
             ),
         )
         try:  # a failed open closes what it opened (no connection or descriptor is leaked)
+            stored = backing.pack_settings()
+            if stored is None and create and getattr(backing, "created", False) and not frozen:
+                backing.record_settings(pack_settings.settings_of(self.config), bump=False)
+            elif stored is not None:
+                self.config = pack_settings.apply(self.config, stored)
+            chosen = embedder or make_embedder(
+                self.config.embedding.provider, self.config.embedding.dimension
+            )
             self._engine: Engine | None = Engine(
                 store=backing, config=self.config, embedder=chosen, clock=clock or utc_now
             )
@@ -149,14 +177,28 @@ class MemoryClient:
         """
         return str(memories.store(self.engine, content, user_id=user_id, **fields).node_id)
 
-    def store_with_receipt(self, content: str, *, user_id: str, **fields: Any) -> dict[str, Any]:
-        """Like :meth:`store`, returning ``{event_id, node_id, processing_status}``."""
-        receipt: StoreReceipt = memories.store(self.engine, content, user_id=user_id, **fields)
-        return {
+    def store_with_receipt(
+        self, content: str, *, user_id: str, dedupe: bool = False, **fields: Any
+    ) -> dict[str, Any]:
+        """Like :meth:`store`, returning ``{event_id, node_id, processing_status}``.
+
+        ``dedupe=True``: when the owner already has a current memory in the same scope with
+        the same normalised content (NFKC, whitespace collapsed, case folded), nothing is
+        written and ``node_id`` is that memory's id; the result then also carries
+        ``duplicate`` (True, or False when the memory was new). ``store(..., dedupe=True)``
+        returns the existing id the same way.
+        """
+        receipt: StoreReceipt = memories.store(
+            self.engine, content, user_id=user_id, dedupe=dedupe, **fields
+        )
+        result: dict[str, Any] = {
             "event_id": str(receipt.event_id),
             "node_id": str(receipt.node_id),
             "processing_status": receipt.processing_status,
         }
+        if dedupe:
+            result["duplicate"] = receipt.duplicate
+        return result
 
     def store_many(self, items: Sequence[str | Mapping[str, Any]], *, user_id: str) -> list[str]:
         """Store a batch in one transaction; each item is a text or a dict of store fields."""
@@ -177,8 +219,78 @@ class MemoryClient:
         )
 
     def delete(self, node_id: object, *, user_id: str) -> bool:
-        """Delete the owner's memory; True when something was deleted."""
+        """Delete the owner's memory; True when something was deleted (False: missing or
+        another owner's). Bumps the content write sequence, so a holdout run across it is
+        refused; saved receipts still replay and ``check_pack`` stays clean.
+
+        Raises:
+            FrozenPackError / ReadOnlyPackError: the pack refuses content writes.
+        """
         return memories.delete(self.engine, node_id, user_id=user_id)
+
+    def update(self, node_id: object, *, user_id: str, **changes: Any) -> MemoryRecord:
+        """Replace the owner's memory by a new version and return it (``supersedes`` names the
+        old id). The old version is kept: its ``valid_to`` becomes now and its lifecycle
+        ``superseded``, so default retrieval returns only the new version while
+        ``knowledge_at`` queries before the update still see the old one, and receipts that
+        returned it still replay.
+
+        ``changes``: any store field but ``user_id`` and ``valid_from`` (the new version is
+        valid from now); unchanged fields are copied from the old version, and ``None`` takes
+        the store-time default.
+
+        Raises:
+            NotFoundError: no such memory of this owner (another owner's id looks the same).
+            InvalidInputError: no change, an unknown field or bad value (naming it), or the
+                memory was already superseded (update the latest version).
+            FrozenPackError / ReadOnlyPackError: the pack refuses content writes.
+        """
+        return memories.update(self.engine, node_id, user_id=user_id, **changes)
+
+    # ---- pack settings (services/pack_settings.py) ---------------------------------------
+    def pack_settings(self) -> dict[str, Any] | None:
+        """The retrieval settings recorded in the pack (``embedding``, ``scoring``,
+        ``retrieval``), or None for a pack that records none (it follows the configuration)."""
+        return self.engine.store.pack_settings()
+
+    def configure_pack(
+        self, *, fusion: str | None = None, embedder: str | None = None
+    ) -> dict[str, Any]:
+        """Change the pack's recorded settings (``prme pack configure``) and use them now.
+
+        A content write: the write sequence moves (a frozen holdout notices) and the change is
+        kept in the pack. A pack without recorded settings first records the current ones.
+
+        Args:
+            fusion: ``"weighted"`` (learning-ready: profiles apply) or ``"rrf"``.
+            embedder: a provider name; only on a pack whose memories were not yet embedded.
+
+        Raises:
+            InvalidInputError: an unknown fusion or provider, nothing to change, or a new
+                embedder for memories already embedded with another one.
+            FrozenPackError / ReadOnlyPackError: the pack refuses content writes.
+        """
+        if fusion is None and embedder is None:
+            raise InvalidInputError("settings", "give fusion or embedder to change")
+        if embedder is not None and embedder not in provider_names():
+            make_embedder(embedder)  # raises, listing the valid names
+        engine = self.engine
+        current = engine.store.pack_settings() or pack_settings.settings_of(self.config)
+        new = pack_settings.changed(current, fusion=fusion, embedder=embedder)
+        bound = engine.store.embedder_identity()
+        if embedder is not None and bound is not None and bound.get("provider") != embedder:
+            raise InvalidInputError(
+                "embedding.provider",
+                f"the pack's memories were embedded with {bound.get('provider')!r}; the "
+                f"embedder cannot become {embedder!r} (store them again in a new pack)",
+                embedder,
+            )
+        config = pack_settings.adopt(self.config, new)
+        chosen = make_embedder(config.embedding.provider, config.embedding.dimension)
+        engine.store.record_settings(new, bump=True)
+        self.config = config
+        engine.config, engine.embedder, engine._features = config, chosen, None
+        return new
 
     def pack_digest(self) -> str:
         """SHA-256 over the pack's retrieval-relevant content (memories, vectors, entities)."""
@@ -299,6 +411,11 @@ class MemoryClient:
         self, submission: RelevanceSubmission | Mapping[str, Any], *, user_id: str
     ) -> RelevanceRecord:
         """Save explicit labels on candidates returned by one of the owner's retrievals.
+
+        A judgment of a retrieval run under rank fusion (rrf) is saved, but learning will
+        exclude it (``rank_fusion_receipt_records``): the result is then a
+        :class:`~prme.models.relevance.RecordedRelevance` whose ``warnings`` say so (create
+        packs with weighted fusion to learn: ``prme init --fusion weighted``).
 
         Labels must name candidates of that request's saved receipt (for ``surface="context"``:
         included entries, positives with source content). Reusing ``feedback_id`` with the same

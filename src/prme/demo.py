@@ -267,7 +267,7 @@ def _judge(run: _Run, memory: MemoryClient, ids: dict[str, str]) -> dict[UUID, s
 
 def _gate1(run: _Run) -> tuple[LearningEvaluation, dict[str, str]]:
     """Store, judge and fit in the live pack (gate 1)."""
-    with MemoryClient(run.root, config=run.config) as memory:
+    with MemoryClient(run.root, config=run.config, create=True) as memory:
         ids = _store(run, memory)
         groups = _judge(run, memory, ids)
         with run.progress("gate 1: fitting and validating", 1) as bar:

@@ -27,6 +27,17 @@ class NotFoundError(PRMEError, ValueError):
         super().__init__(f"{kind} not found: {self.id}")
 
 
+class PackNotFoundError(NotFoundError):
+    """No memory pack at ``location``: opening for reading never creates one."""
+
+    def __init__(self, location: object) -> None:
+        super().__init__("Memory pack", location)
+        self.args = (
+            f"no memory pack at {self.id}; create one with `prme init --path {self.id}` "
+            "(or MemoryClient(path, create=True))",
+        )
+
+
 class StaleRankingProfileError(PRMEError, ValueError):
     """The active-profile pointer is not what the caller expected; inspect state and retry."""
 

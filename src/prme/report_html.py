@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from prme.models.holdout import FullRetrievalEvaluation
-from prme.models.learning import LearningEvaluation
+from prme.models.learning import TRAINING_LOSS, LearningEvaluation
 from prme.models.profiles import RankingProfile, RankingProfileState
+from prme.models.refusal import Refusal
 from prme.models.scoring import (
     ADDITIVE_FEATURES,
     MULTIPLIER_MAX,
@@ -62,6 +63,16 @@ def _interval(interval: tuple[float, float] | None) -> str:
     return "—" if interval is None else f"[{interval[0]:+.3f}, {interval[1]:+.3f}]"
 
 
+def p_value_text(p_value: float | None, samples: int) -> str:
+    """The p-value to 4 places; at its resampling floor ``1/(B+1)`` it says so, since the true
+    value may be smaller than any B rounds can show."""
+    if p_value is None:
+        return "—"
+    if p_value == 1 / (samples + 1):
+        return f"{p_value:.4f} (resampling floor 1/(B+1), B = {samples}: p ≤ this)"
+    return f"{p_value:.4f}"
+
+
 def _badge(decision: str, positive: str) -> str:
     kind = (
         "pass" if decision == positive else "neutral" if decision == "insufficient_data" else "fail"
@@ -93,8 +104,9 @@ def _svg_open(width: float, height: float, label: str) -> str:
 
 
 def multipliers_svg(multipliers: RankingMultipliers) -> str:
-    """Bars from neutral (×1) on a log₂ axis spanning the allowed range [0.25, 4]."""
-    width, row, left, right = 620, 30, 110, 70
+    """Bars from neutral (×1) on a log₂ axis spanning the allowed range [0.25, 4]; a multiplier
+    at either bound is labelled "clamped" (the fit wanted to go further)."""
+    width, row, left, right = 660, 30, 110, 110
     span = width - left - right
     lo, hi = math.log2(MULTIPLIER_MIN), math.log2(MULTIPLIER_MAX)
 
@@ -117,7 +129,13 @@ def multipliers_svg(multipliers: RankingMultipliers) -> str:
             f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(x1 - x0, 1.5):.1f}" height="{row - 10}" '
             f'fill="{color}"><title>{name} ×{value:.4f}</title></rect>'
         )
-        parts.append(f'<text x="{x(MULTIPLIER_MAX) + 8:.1f}" y="{y + 15}">×{value:.3f}</text>')
+        bound = value in (MULTIPLIER_MIN, MULTIPLIER_MAX)
+        note = " clamped" if bound else ""
+        parts.append(
+            f'<text x="{x(MULTIPLIER_MAX) + 8:.1f}" y="{y + 15}">×{value:.3f}'
+            + (f'<tspan fill="{LOSS}" font-weight="600">{note}</tspan>' if bound else "")
+            + "</text>"
+        )
     neutral = x(1.0)
     parts.append(
         f'<line {AXIS} stroke-width="1.5" x1="{neutral:.1f}" y1="6" x2="{neutral:.1f}" '
@@ -131,7 +149,7 @@ def paired_svg(points: Sequence[tuple[str, float, float]], *, title: str) -> str
 
     Groups with identical values share one marker whose area grows with their number.
     """
-    size, pad = 340, 44
+    size, pad, legend = 340, 44, 46
     span = size - 2 * pad
 
     def sx(value: float) -> float:
@@ -140,7 +158,20 @@ def paired_svg(points: Sequence[tuple[str, float, float]], *, title: str) -> str
     def sy(value: float) -> float:
         return size - pad - value * span
 
-    parts = [_svg_open(size, size, title)]
+    parts = [_svg_open(size, size + legend, title)]
+    for lx, color, text in (
+        (14, WIN, "candidate better"),
+        (134, TIE, "equal"),
+        (204, LOSS, "candidate worse"),
+    ):
+        parts.append(
+            f'<circle cx="{lx + 5}" cy="{size + 12}" r="5" fill="{color}" fill-opacity="0.55" '
+            f'stroke="{color}"/><text x="{lx + 14}" y="{size + 16}">{text}</text>'
+        )
+    parts.append(
+        f'<text x="14" y="{size + 36}" fill="#5b6570">one marker per distinct (baseline, '
+        "candidate); its area and number count the groups</text>"
+    )
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(
             f'<line {GRID} x1="{sx(tick):.1f}" y1="{sy(0):.1f}" x2="{sx(tick):.1f}" '
@@ -221,7 +252,10 @@ def _gate1(proposal: LearningEvaluation) -> str:
         [
             ("validation NDCG gain", _signed(proposal.validation_ndcg_gain, 4)),
             ("95% paired bootstrap interval", _interval(proposal.validation_gain_interval)),
-            ("sign-flip p-value", _f(proposal.randomization_p_value, 4)),
+            (
+                "sign-flip p-value",
+                escape(p_value_text(proposal.randomization_p_value, cfg.bootstrap_samples)),
+            ),
             ("validation pairwise gain", _signed(proposal.validation_pairwise_gain, 4)),
             (
                 "win / tie / loss",
@@ -232,6 +266,14 @@ def _gate1(proposal: LearningEvaluation) -> str:
                 f"{_f(proposal.training_loss_before, 4)} → {_f(proposal.training_loss_after, 4)}",
             ),
         ]
+    )
+    fit = _rows(
+        [
+            ("algorithm", escape(proposal.algorithm)),
+            ("optimizer", escape(proposal.optimizer)),
+            ("training loss", escape(TRAINING_LOSS[proposal.algorithm])),
+        ],
+        numeric=False,
     )
     thresholds = _rows(
         [
@@ -248,7 +290,9 @@ def _gate1(proposal: LearningEvaluation) -> str:
     return (
         '<div class="card"><h3>Gate 1 — judged candidates</h3>'
         f"<p>{_badge(proposal.decision, 'improved_on_observed_candidates')}</p>"
-        f"<table>{stats}</table><h3>Thresholds</h3><table>{thresholds}</table>"
+        f"<table>{stats}</table>{refusal_html(proposal.refusal, 'validation')}"
+        f"<h3>Fit</h3><table>{fit}</table>"
+        f"<h3>Thresholds</h3><table>{thresholds}</table>"
         + interval_svg(
             proposal.validation_ndcg_gain, proposal.validation_gain_interval, cfg.min_ndcg_gain
         )
@@ -266,7 +310,10 @@ def _gate2(holdout: FullRetrievalEvaluation) -> str:
                 f"{_f(holdout.baseline_ndcg)} → {_f(holdout.candidate_ndcg)} ({_signed(holdout.ndcg_gain, 4)})",
             ),
             ("95% paired bootstrap interval", _interval(holdout.ndcg_gain_interval)),
-            ("sign-flip p-value", _f(holdout.randomization_p_value, 4)),
+            (
+                "sign-flip p-value",
+                escape(p_value_text(holdout.randomization_p_value, cfg.bootstrap_samples)),
+            ),
             (
                 "recall baseline → candidate",
                 f"{_f(holdout.baseline_recall)} → {_f(holdout.candidate_recall)}",
@@ -296,9 +343,37 @@ def _gate2(holdout: FullRetrievalEvaluation) -> str:
     return (
         '<div class="card"><h3>Gate 2 — full-retrieval holdout</h3>'
         f"<p>{_badge(holdout.decision, 'improved_full_retrieval')}</p>"
-        f"<table>{stats}</table><h3>Thresholds</h3><table>{thresholds}</table>"
+        f"<table>{stats}</table>{refusal_html(holdout.refusal, 'holdout')}"
+        f"<h3>Thresholds</h3><table>{thresholds}</table>"
         + interval_svg(holdout.ndcg_gain, holdout.ndcg_gain_interval, cfg.min_ndcg_gain)
         + "</div>"
+    )
+
+
+def refusal_html(refusal: Refusal | None, kind: str) -> str:
+    """Why the gate refused: each failed rule (observed against required) and every regressed
+    group with its baseline and candidate NDCG, worst first. Empty when nothing was refused."""
+    if refusal is None:
+        return ""
+    rules = "".join(
+        f'<tr><td><code>{escape(r.rule)}</code></td><td class="num">{r.observed:+.4f}</td>'
+        f"<td>{escape(r.required)}</td></tr>"
+        for r in refusal.rules
+    )
+    groups = "".join(
+        f'<tr><td>{escape(g.group_label)}</td><td class="num">{g.baseline_ndcg:.3f} → '
+        f"{g.candidate_ndcg:.3f}</td></tr>"
+        for g in refusal.regressed_groups
+    )
+    regressed = (
+        f"<h3>Regressed {kind} groups ({len(refusal.regressed_groups)})</h3>"
+        f"<table><tr><th>group</th><th>NDCG baseline → candidate</th></tr>{groups}</table>"
+        if refusal.regressed_groups
+        else f"<p>No {kind} group regressed.</p>"
+    )
+    return (
+        "<h3>Why it was refused</h3><table><tr><th>rule</th><th>observed</th><th>required</th>"
+        f"</tr>{rules}</table>{regressed}"
     )
 
 

@@ -36,9 +36,10 @@ from prme.client import MemoryClient
 from prme.config import EmbeddingConfig, PRMEConfig
 from prme.models.enums import Scope
 from prme.models.holdout import FullRetrievalTrial
+from prme.models.learning import DEFAULT_ALGORITHM, Algorithm, LearningConfig
 from prme.models.relevance import RelevanceSubmission
 from prme.models.scoring import RankingMultipliers, ScoringWeights
-from prme.workload import Workload, generate_workload
+from prme.workload import Workload, generate_confirmation_workload, generate_workload
 
 OWNER = "simulated-user"
 SCOPES = (Scope.PROJECT,)
@@ -46,6 +47,11 @@ STORE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 REFERENCE_TIME = datetime(2026, 1, 2, tzinfo=UTC)
 GATE1_PASS = "improved_on_observed_candidates"
 GATE2_PASS = "improved_full_retrieval"
+# Generated workloads by name: (seed, projects) → Workload.
+WORKLOADS: dict[str, Callable[..., Workload]] = {
+    "stale_facts": generate_workload,
+    "confirmation": generate_confirmation_workload,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +63,16 @@ class SimulationSettings:
         judged_limit: ``limit`` of the judged retrievals.
         holdout_limit: ``limit`` of both holdout arms (gate 2 scores the first ``k`` = 10).
         embedding: the embedding provider (``"hash"`` keeps a run well under a second).
+        algorithm: gate 1's fitting algorithm (``LearningConfig.algorithm``).
+        workload: the generator, a key of :data:`WORKLOADS`.
     """
 
     projects: int = 40
     judged_limit: int = 10
     holdout_limit: int = 10
     embedding: str = "hash"
+    algorithm: Algorithm = DEFAULT_ALGORITHM
+    workload: str = "stale_facts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +91,9 @@ class RunResult:
     gate2_decision: str | None
     gate2_gain: float | None
     multipliers: dict[str, float]
+    gate2_regression_fraction: float | None = None
+    gate2_baseline_ndcg: float | None = None
+    gate2_candidate_ndcg: float | None = None
 
     @property
     def gate1_passed(self) -> bool:
@@ -218,7 +231,9 @@ def run_workflow(
     if pack.exists():
         raise ValueError(f"pack directory {pack} already exists")
     cfg = settings or SimulationSettings()
-    workload = generate_workload(seed, projects=cfg.projects)
+    if cfg.workload not in WORKLOADS:
+        raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, got {cfg.workload!r}")
+    workload = WORKLOADS[cfg.workload](seed, projects=cfg.projects)
     config = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider=cfg.embedding))
     clock = _TickingClock(STORE_TIME)
     with MemoryClient(pack, config=config, clock=clock) as writer:
@@ -228,9 +243,10 @@ def run_workflow(
     rng = random.Random(f"prme-simulation:{seed}:{signal!r}")
     with MemoryClient(pack, config=config, clock=clock, frozen=True) as memory:
         _judge(memory, workload, ids, keys, signal, rng, cfg.judged_limit)
-        proposal = memory.evaluate_learning(user_id=OWNER, scopes=list(SCOPES))
-        gate2_decision: str | None = None
-        gate2_gain: float | None = None
+        proposal = memory.evaluate_learning(
+            user_id=OWNER, scopes=list(SCOPES), config=LearningConfig(algorithm=cfg.algorithm)
+        )
+        holdout = None
         if not proposal.multipliers.is_neutral:
             trials = _holdout_trials(
                 memory, workload, ids, keys, proposal.multipliers, signal, rng, cfg.holdout_limit
@@ -243,16 +259,18 @@ def run_workflow(
                 memory_artifact_sha256=memory.pack_digest(),
                 candidate_multipliers=proposal.multipliers,
             )
-            gate2_decision, gate2_gain = holdout.decision, holdout.ndcg_gain
     return RunResult(
         seed=seed,
         signal=signal,
         gate1_decision=proposal.decision,
         gate1_gain=proposal.validation_ndcg_gain,
         gate1_validation_groups=proposal.coverage["validation_queries"],
-        gate2_decision=gate2_decision,
-        gate2_gain=gate2_gain,
+        gate2_decision=None if holdout is None else holdout.decision,
+        gate2_gain=None if holdout is None else holdout.ndcg_gain,
         multipliers=proposal.multipliers.model_dump(mode="json"),
+        gate2_regression_fraction=None if holdout is None else holdout.regression_fraction,
+        gate2_baseline_ndcg=None if holdout is None else holdout.baseline_ndcg,
+        gate2_candidate_ndcg=None if holdout is None else holdout.candidate_ndcg,
     )
 
 

@@ -393,3 +393,95 @@ def generate_workload(
         learning=tuple(learning),
         holdout=tuple(holdout),
     )
+
+
+# --------------------------------------------------------------- confirmed facts vs. hearsay
+CONFIRMED_CONFIDENCE = (0.86, 0.98)
+HEARSAY_CONFIDENCE = (0.45, 0.70)
+CONFIRMED_TEMPLATES: tuple[str, ...] = (
+    "{p} {a}: {v}.",
+    "{p} — {a} is {v}.",
+    "Confirmed: {p} {a} {v}.",
+)
+HEARSAY_TEMPLATES: tuple[str, ...] = (
+    "Rumour: {q} Someone said {v}, but nobody has checked.",
+    "Pitch for {p}: {q} We could switch to {v}.",
+    "Open question from the retro: {q} Maybe {v}?",
+    "Unverified: {q} A vendor claims it is {v}.",
+)
+
+
+def generate_confirmation_workload(
+    seed: int = 0,
+    *,
+    projects: int = 30,
+    learning_aspects: int = 3,
+    holdout_aspects: int = 1,
+    scope: Scope = Scope.PROJECT,
+) -> Workload:
+    """Terse confirmed facts against hearsay that repeats the question (deterministic for a seed).
+
+    For every queried (project, aspect) there is one **confirmed** fact, terse ("Aster database:
+    PostgreSQL 16.") with confidence 0.86–0.98, and two or three **unconfirmed** statements —
+    rumours, pitches, open questions — that repeat the query's own words with another value and
+    carry confidence 0.45–0.70. Lexical and semantic similarity favour the hearsay; confidence
+    tells the confirmed fact, the only relevant memory of its group.
+
+    Raises:
+        ValueError: the counts do not fit the available names and aspects.
+    """
+    per_project = learning_aspects + holdout_aspects
+    if not 1 <= projects <= len(PROJECT_NAMES):
+        raise ValueError(f"projects must be between 1 and {len(PROJECT_NAMES)}")
+    if learning_aspects < 1 or holdout_aspects < 1 or per_project > len(ASPECTS):
+        raise ValueError(f"1 to {len(ASPECTS)} aspects per project, at least one of each kind")
+    rng = random.Random(f"prme-confirmation-workload:{seed}")
+    memories: list[WorkloadMemory] = []
+    learning: list[WorkloadQuery] = []
+    holdout: list[WorkloadQuery] = []
+    for project in rng.sample(PROJECT_NAMES, projects):
+        for number, aspect in enumerate(rng.sample(ASPECTS, per_project)):
+            values = rng.sample(aspect.values, 4)
+            query = rng.choice(aspect.queries).format(p=project)
+            key = f"{project}/{aspect.name}"
+            memories.append(
+                WorkloadMemory(
+                    key=f"{key}/confirmed",
+                    content=rng.choice(CONFIRMED_TEMPLATES).format(
+                        p=project, a=aspect.name, v=values[0]
+                    ),
+                    confidence=_confidence(rng, CONFIRMED_CONFIDENCE),
+                    project=project,
+                    aspect=aspect.name,
+                    kind="current",
+                )
+            )
+            hearsay = rng.sample(HEARSAY_TEMPLATES, rng.randint(2, 3))
+            for index, template in enumerate(hearsay):
+                memories.append(
+                    WorkloadMemory(
+                        key=f"{key}/hearsay-{index}",
+                        content=template.format(p=project, q=query, v=values[1 + index]),
+                        confidence=_confidence(rng, HEARSAY_CONFIDENCE),
+                        project=project,
+                        aspect=aspect.name,
+                        kind="stale",
+                    )
+                )
+            target = learning if number < learning_aspects else holdout
+            target.append(
+                WorkloadQuery(
+                    group=f"{project.lower()}/{aspect.name}",
+                    text=query,
+                    relevant_keys=(f"{key}/confirmed",),
+                )
+            )
+    order = list(range(len(memories)))
+    rng.shuffle(order)
+    return Workload(
+        seed=seed,
+        scope=scope,
+        memories=tuple(memories[i] for i in order),
+        learning=tuple(learning),
+        holdout=tuple(holdout),
+    )

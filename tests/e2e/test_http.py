@@ -116,6 +116,8 @@ def test_openapi_and_docs_list_every_route(api: TestClient) -> None:
         "/v1/learning/profiles/{profile_id}/activate",
         "/v1/learning/profiles/deactivate",
         "/v1/learning/profiles/rollback",
+        "/v1/memories",
+        "/v1/memories/{node_id}",
     }
     assert set(paths["/v1/relevance"]) == {"get", "post"}
     assert api.get("/docs").status_code == 200

@@ -25,13 +25,18 @@ from test_http import ALICE, FACTS, KEYS, seed_facts, weighted_config
 
 from prme import MemoryClient
 from prme.http import create_app, learning_routes
+from prme.http import memory_routes as management_routes
 from prme.http import routes as memory_routes
 
 EXAMPLES = 15
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 OPERATIONS = sorted(
     (method, route.path)
-    for route in [*memory_routes.router.routes, *learning_routes.router.routes]
+    for route in [
+        *memory_routes.router.routes,
+        *learning_routes.router.routes,
+        *management_routes.router.routes,
+    ]
     if isinstance(route, APIRoute)
     for method in route.methods
 )

@@ -134,7 +134,7 @@ def test_tools_are_listed_over_http(server: Server) -> None:
             return {t.name: t.input_schema for t in (await session.list_tools()).tools}
 
     schemas = anyio.run(body)
-    assert len(schemas) == 16
+    assert len(schemas) == 20
     assert schemas["memory_retrieve"]["required"] == ["query"]
     assert schemas["memory_record_relevance"]["required"] == ["request_id", "labels"]
     assert schemas["memory_create_ranking_profile"]["required"] == ["proposal", "holdout"]

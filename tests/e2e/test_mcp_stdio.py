@@ -48,6 +48,10 @@ TOOLS = {
     "memory_activate_ranking_profile",
     "memory_deactivate_ranking_profile",
     "memory_rollback_ranking_profile",
+    "memory_list",
+    "memory_get",
+    "memory_update",
+    "memory_delete",
 }
 OWNER_REQUIRED = "user_id is required without a bound identity"
 
@@ -136,6 +140,8 @@ def test_tools_are_listed_with_typed_input_schemas(tmp_path: Path) -> None:
         "memory_list_ranking_profiles",
         "memory_get_active_ranking_profile",
         "memory_list_ranking_profile_history",
+        "memory_list",
+        "memory_get",
     }
 
 

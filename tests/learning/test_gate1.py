@@ -43,6 +43,8 @@ from prme.retrieval.scoring import ranking_key, rrf_score, weighted_score
 CLOCK = datetime(2026, 9, 12, tzinfo=UTC)
 WEIGHTS = ScoringWeights()
 SMALL = LearningConfig(min_training_queries=2, min_validation_queries=2, bootstrap_samples=100)
+REFERENCE = LearningConfig(algorithm="pairwise_weight_multipliers_v1")
+ALGORITHMS = ("listwise_ndcg_multipliers_v1", "pairwise_weight_multipliers_v1")
 
 
 def fact(
@@ -193,7 +195,7 @@ def run(
 # ----------------------------------------------------------------------- the reference vector
 def test_reference_end_to_end_vector() -> None:
     receipts, records = reference_fixture()
-    report = run(receipts, records)
+    report = run(receipts, records, config=REFERENCE)
 
     assert report.decision == "improved_on_observed_candidates"
     assert report.coverage == {
@@ -240,11 +242,13 @@ def test_reference_end_to_end_vector() -> None:
     assert first.request_ids == (uuid.UUID(int=10000),)
 
 
-def test_fit_uses_pre_multiplier_weights_not_the_recorded_multipliers() -> None:
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fit_uses_pre_multiplier_weights_not_the_recorded_multipliers(algorithm: str) -> None:
     # The same judgments collected while a profile (lexical ×4) was active.
     active = RankingMultipliers(lexical=4.0)
-    plain = run(*reference_fixture())
-    under_profile = run(*reference_fixture(multipliers=active))
+    config = LearningConfig(algorithm=algorithm)  # type: ignore[arg-type]
+    plain = run(*reference_fixture(), config=config)
+    under_profile = run(*reference_fixture(multipliers=active), config=config)
     assert under_profile.multipliers == plain.multipliers
     assert under_profile.training_loss_after == plain.training_loss_after
     # The baseline is base scoring, so the gain is measured against neutral multipliers.
@@ -278,21 +282,47 @@ def test_insufficient_data_below_minimums() -> None:
         LearningEvaluation.model_validate(misstated)
 
 
-def test_reversed_validation_labels_keep_the_fit_and_give_no_improvement() -> None:
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_reversed_validation_labels_keep_the_fit_and_give_no_improvement(algorithm: str) -> None:
     receipts, records = reference_fixture()
     held_out = {i for i in range(100) if is_validation(42, group_id(["query", f"query {i}"]), 0.3)}
-    control = run(*reference_fixture(flip=held_out))
-    original = run(receipts, records)
+    config = LearningConfig(algorithm=algorithm)  # type: ignore[arg-type]
+    control = run(*reference_fixture(flip=held_out), config=config)
+    original = run(receipts, records, config=config)
     assert control.multipliers == original.multipliers
     assert control.training_loss_after == original.training_loss_after
     assert control.decision == "no_improvement"
     assert control.validation_ndcg_gain == pytest.approx(-original.validation_ndcg_gain)  # type: ignore[operator]
     assert control.win_tie_loss == {"wins": 0, "ties": 0, "losses": 32}
+    # The report says why: the gain, its interval and the pairwise gain all fail, and every
+    # validation group regressed from 1 to 1/log2(3) (listed by label).
+    assert original.refusal is None and "refusal" not in original.model_dump(mode="json")
+    assert control.refusal is not None
+    assert [r.rule for r in control.refusal.rules] == [
+        "validation_ndcg_gain",
+        "validation_gain_interval.low",
+        "validation_pairwise_gain",
+    ]
+    assert control.refusal.rules[0].observed == control.validation_ndcg_gain
+    assert control.refusal.rules[0].required == ">= 0.01"
+    labels = sorted(f"query {i}" for i in held_out)
+    assert [g.group_label for g in control.refusal.regressed_groups] == labels
+    fallen = judged_ndcg(["n", "p"], ["p"], 10)  # = 1/log2(3)
+    assert all(
+        (g.baseline_ndcg, g.candidate_ndcg) == (1.0, fallen)
+        for g in control.refusal.regressed_groups
+    )
+    edited = control.model_dump(mode="json")
+    edited["refusal"]["regressed_groups"] = []
+    with pytest.raises(ValueError, match="refusal does not match"):
+        LearningEvaluation.model_validate(edited)
 
 
-def test_reversed_labels_everywhere_give_no_improvement() -> None:
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_reversed_labels_everywhere_give_no_improvement(algorithm: str) -> None:
     # Base scoring already ranks the (now relevant) semantic match first: nothing to gain.
-    report = run(*reference_fixture(flip=set(range(100))))
+    config = LearningConfig(algorithm=algorithm)  # type: ignore[arg-type]
+    report = run(*reference_fixture(flip=set(range(100))), config=config)
     assert report.decision == "no_improvement"
     assert report.validation_ndcg_gain == 0.0
     assert report.win_tie_loss == {"wins": 0, "ties": 32, "losses": 0}
@@ -499,6 +529,7 @@ def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> Non
 
 def test_learning_config_bounds() -> None:
     assert LearningConfig().model_dump() == {
+        "algorithm": "listwise_ndcg_multipliers_v1",
         "seed": 42,
         "validation_fraction": 0.3,
         "min_training_queries": 20,
@@ -512,6 +543,7 @@ def test_learning_config_bounds() -> None:
         "max_pairs_per_request": 10000,
     }
     for bad in (
+        {"algorithm": "newton"},
         {"validation_fraction": 0.0},
         {"min_training_queries": 1},
         {"margin_scale": 100.5},

@@ -644,8 +644,27 @@ def test_too_many_regressions_is_no_improvement() -> None:
     assert report.regression_fraction == 3 / 20
     assert report.ndcg_gain_interval is not None and report.ndcg_gain_interval[0] > 0
     assert report.decision == "no_improvement"
+    # The report says why: only the regression cap failed, and which groups fell how far.
+    assert report.refusal is not None
+    assert [(r.rule, r.observed, r.required) for r in report.refusal.rules] == [
+        ("regression_fraction", 3 / 20, "<= 0.1")
+    ]
+    dropped = 1 / math.log2(3)  # the relevant node falls from rank 1 to rank 2
+    assert [
+        (g.group_label, g.baseline_ndcg, g.candidate_ndcg) for g in report.refusal.regressed_groups
+    ] == [
+        ("g00", 1.0, dropped),
+        ("g01", 1.0, dropped),
+        ("g02", 1.0, dropped),
+    ]
+    data = json.loads(canonical_json(report))
+    data["refusal"]["regressed_groups"] = data["refusal"]["regressed_groups"][:2]
+    with pytest.raises(ValidationError, match="refusal does not match"):
+        FullRetrievalEvaluation.model_validate(data)
     lenient = FullRetrievalEvaluationConfig(max_regression_fraction=0.15)
-    assert evaluate(receipts, trials, config=lenient).decision == "improved_full_retrieval"
+    passed = evaluate(receipts, trials, config=lenient)
+    assert passed.decision == "improved_full_retrieval"
+    assert passed.refusal is None and "refusal" not in passed.model_dump(mode="json")
 
 
 def test_recall_loss_is_no_improvement() -> None:
@@ -665,6 +684,9 @@ def test_recall_loss_is_no_improvement() -> None:
     assert report.ndcg_gain > 0.01 and report.regression_fraction == 0.0
     assert (report.baseline_recall, report.candidate_recall) == (1.0, 0.5)
     assert report.decision == "no_improvement"
+    assert report.refusal is not None
+    assert [(r.rule, r.observed) for r in report.refusal.rules] == [("recall_gain", -0.5)]
+    assert report.refusal.regressed_groups == ()
 
 
 def test_interval_is_the_shared_percentile_bootstrap() -> None:

@@ -27,6 +27,7 @@ from prme.canonical import canonical_json
 from prme.models.holdout import FullRetrievalEvaluation, FullRetrievalTrial
 from prme.models.relevance import RelevanceSubmission
 from prme.services import learning, relevance, reports
+from prme.services.receipts import RECEIPT_OP
 
 CLOCK = datetime(2026, 9, 14, tzinfo=UTC)
 # Confidence predicts relevance in the workload below; the candidate leans on it.
@@ -393,7 +394,8 @@ def test_a_write_between_the_arms_is_rejected(client: MemoryClient) -> None:
 def test_a_write_between_trials_is_rejected(client: MemoryClient) -> None:
     build_workload(client, 2)
     first = paired(client)
-    client.store("an unrelated note", user_id="bob")
+    # any write to the owner's memories counts, even outside the holdout's scopes
+    client.store("an unrelated note", user_id="alice", scope="personal")
     second = paired(client, "Where is the kelvor1 archive kept?")
     rejects(
         client,
@@ -413,6 +415,95 @@ def test_a_write_after_the_retrievals_is_rejected(client: MemoryClient) -> None:
         "a memory write happened during the holdout",
         "pack.write_seq",
     )
+
+
+def test_another_owners_writes_neither_show_nor_block_the_holdout(client: MemoryClient) -> None:
+    # Issue 17 item 2: bob's stores between alice's arms, between her trials and after her
+    # retrievals cannot change what she retrieved, so her gate 2 accepts the trials.
+    workload = build_workload(client, 2)
+    arm = {
+        "user_id": "alice",
+        "scope": Scope.PROJECT,
+        "reference_time": CLOCK,
+        "limit": 20,
+        "include_cross_scope": False,
+    }
+    query = "Where is the kelvor0 archive kept?"
+    b = client.retrieve(query, **arm)
+    client.store("the kelvor0 archive is kept by bob", user_id="bob", scope="project")
+    c = client.retrieve(query, **arm, ranking_multipliers=HELPFUL)
+    first = (str(b.metadata.request_id), str(c.metadata.request_id))
+    client.store_many(["bob's kelvor1 archive", "another note"], user_id="bob")
+    second = paired(client, "Where is the kelvor1 archive kept?")
+    client.delete(client.store("bob's temporary note", user_id="bob"), user_id="bob")
+    trials = [trial(first, workload[0][2], "a"), trial(second, workload[1][2], "b")]
+    report = gate2(client, trials)
+    receipts = [
+        client.get_retrieval_receipt(rid, user_id="alice")
+        for pair in (first, second)
+        for rid in pair
+    ]
+    assert {(r.schema_version, r.pack.write_seq) for r in receipts if r is not None} == {
+        (2, report.write_seq)
+    }
+    assert report.pack_digest == client.pack_digest()
+    # alice's own write still marks the pack as changed under her receipts
+    client.store("the kelvor0 archive moved again", user_id="alice", scope="project")
+    rejects(client, trials, "a memory write happened during the holdout", "pack.write_seq")
+
+
+def _legacy_copy(client: MemoryClient, request_id: str) -> str:
+    """A schema-1 copy of a stored receipt under a new request id, as packs written before
+    per-owner write sequences hold them (``pack.write_seq`` is the pack-wide sequence)."""
+    receipt = client.get_retrieval_receipt(request_id, user_id="alice")
+    assert receipt is not None and receipt.schema_version == 2
+    data = receipt.model_dump(mode="json")
+    new_id = str(uuid.uuid4())
+    data.update(
+        schema_version=1,
+        request_id=new_id,
+        pack={**data["pack"], "write_seq": client.engine.store.pack_identity().write_seq},
+    )
+    client.engine.store.append_op(
+        op_id=f"receipt:{new_id}",
+        op_type=RECEIPT_OP,
+        user_id="alice",
+        target_id=new_id,
+        namespace=None,
+        created_at_us=0,
+        payload=canonical_json(data),
+    )
+    return new_id
+
+
+def test_schema_1_receipts_keep_the_pack_wide_frozen_check(client: MemoryClient) -> None:
+    workload = build_workload(client, 1)
+    ids = paired(client)
+    legacy = (_legacy_copy(client, ids[0]), _legacy_copy(client, ids[1]))
+    report = gate2(client, [trial(legacy, workload[0][2])])
+    assert report.write_seq == client.engine.store.pack_identity().write_seq
+    # a schema-1 receipt cannot pair with a schema-2 one: their sequences count differently
+    rejects(
+        client,
+        [trial((legacy[0], ids[1]), workload[0][2])],
+        "count content writes differently",
+        "schema_version",
+    )
+    # the pack-wide sequence cannot tell whose write it was, so any write still blocks them
+    client.store("an unrelated note", user_id="bob")
+    rejects(
+        client,
+        [trial(legacy, workload[0][2])],
+        "a memory write happened during the holdout",
+        "pack.write_seq",
+    )
+    assert gate2(client, [trial(ids, workload[0][2])]).write_seq == report_seq(client, ids[0])
+
+
+def report_seq(client: MemoryClient, request_id: str) -> int:
+    receipt = client.get_retrieval_receipt(request_id, user_id="alice")
+    assert receipt is not None
+    return receipt.pack.write_seq
 
 
 def test_a_frozen_pack_refuses_writes_but_appends_evidence(
@@ -457,7 +548,7 @@ def test_a_frozen_pack_refuses_writes_but_appends_evidence(
     assert memory.get_full_retrieval_evaluation(report.input_checksum, user_id="alice") == report
     assert memory.engine.store.pack_identity() == before
     assert memory.pack_digest() == digest == report.pack_digest
-    assert report.write_seq == before.write_seq
+    assert report.write_seq == memory.engine.store.owner_write_seq("alice")
 
 
 @pytest.mark.sqlite_only

@@ -70,6 +70,7 @@ def row(**overrides: Any) -> dict[str, Any]:
         "reinforcement_boost": 0.0,
         "pinned": False,
         "ttl_days": None,
+        "doc_len": 5,
     }
     base.update(overrides)
     return base

@@ -12,6 +12,7 @@ from prme.models.scoring import RankingMultipliers, ScoringWeights, adjusted_wei
 from prme.models.trace import RankFusionTrace, ScoreTrace
 from prme.retrieval.scoring import (
     TIE_BREAK_SCALE,
+    FactoredWeighted,
     competition_ranks,
     ranking_key,
     rrf_score,
@@ -249,3 +250,46 @@ def test_vectorized_rrf_equals_scalar_bit_for_bit(
         for s, lx, e, t, tf, r, tie in rows
     ]
     assert [v.hex() for v in vectorized] == [v.hex() for v in scalar]
+
+
+def formula_written_out(t: dict[str, float], w: ScoringWeights) -> float:
+    """Reference §B.5 steps 3–8 in plain Python floats, term by term."""
+    score = (
+        w.w_semantic * t["semantic_similarity"]
+        + w.w_lexical * t["lexical_relevance"]
+        + w.w_graph * t["graph_proximity"]
+        + w.w_recency * t["recency_factor"]
+        + w.w_salience * t["salience"]
+        + w.w_confidence * t["confidence"]
+    ) * t["epistemic_weight"]
+    if t["temporal_affinity"] != 0.0:
+        score = score + w.temporal_boost * t["temporal_affinity"]
+    score = score * t["node_type_boost"]
+    relevance = t["semantic_similarity"] + t["lexical_relevance"]
+    if w.relevance_floor > 0.0 and relevance < w.relevance_floor:
+        score = min(score, relevance)
+    return round(score, 10)
+
+
+@given(st.lists(feature_rows, min_size=1, max_size=30), weights, multipliers)
+def test_the_one_formula_equals_the_formula_written_out(
+    rows: list[dict[str, float]], base: ScoringWeights, m: RankingMultipliers | None
+) -> None:
+    applied = adjusted_weights(base, m)
+    arrays = {name: np.asarray([r[name] for r in rows], dtype=np.float64) for name in FIELDS}
+    expected = [formula_written_out(r, applied) for r in rows]
+    assert [s.hex() for s in weighted_scores(arrays, applied)] == [s.hex() for s in expected]
+
+
+@given(st.lists(feature_rows, min_size=1, max_size=30), weights, multipliers)
+def test_the_factored_form_is_the_formula_before_rounding(
+    rows: list[dict[str, float]], base: ScoringWeights, m: RankingMultipliers | None
+) -> None:
+    """FactoredWeighted (the fit's form) scores as the weighted formula with adjusted weights,
+    up to the final 10-place rounding and float reassociation."""
+    chosen = m or RankingMultipliers()
+    arrays = {name: np.asarray([r[name] for r in rows], dtype=np.float64) for name in FIELDS}
+    formulas = np.asarray([base.formula()] * len(rows), dtype=np.float64)
+    factored = FactoredWeighted(arrays, formulas).scores(chosen.as_tuple()).tolist()
+    exact = weighted_scores(arrays, adjusted_weights(base, chosen))
+    assert np.allclose(factored, exact, rtol=0.0, atol=1e-9)

@@ -86,7 +86,9 @@ def test_store_retrieve_list_delete_contract(make_client: ClientFactory, backend
     assert response.results[0].node.content == FACTS[0]
     assert response.metadata.receipt_persisted
     receipt = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
-    assert receipt is not None and receipt.pack.write_seq == start
+    # the receipt records alice's own content write sequence (one store_many), not the pack's
+    assert receipt is not None and receipt.pack.write_seq == 1 < start
+    assert client.engine.store.owner_write_seq("alice") == 1
     assert receipt.execution.features["storage"] == backend
     assert [str(m.id) for m in client.list(user_id="alice", limit=100)] == sorted(ids)
     assert client.list(user_id="alice", scope="project") == []
@@ -95,6 +97,8 @@ def test_store_retrieve_list_delete_contract(make_client: ClientFactory, backend
     after = client.retrieve("Aster data in PostgreSQL", user_id="alice", limit=3)
     assert FACTS[0] not in [r.node.content for r in after.results]
     assert client.engine.store.pack_identity().write_seq == start + 1
+    assert client.engine.store.owner_write_seq("alice") == 2
+    assert client.engine.store.owner_write_seq("carol") == 1
 
 
 @both
@@ -241,7 +245,7 @@ def test_migrations_are_versioned_and_idempotent(
 ) -> None:
     schema = schemas("mig")
     every = [m.version for m in migrations.MIGRATIONS]
-    assert every == [1, 2]
+    assert every == [1, 2, 3, 4]
     assert migrations.pending(postgres_url, schema=schema) == every
     with pytest.raises(IntegrityError, match="prme db upgrade"):
         PostgresStore(postgres_url, schema=schema, upgrade=False)
@@ -250,7 +254,12 @@ def test_migrations_are_versioned_and_idempotent(
     assert migrations.pending(postgres_url, schema=schema) == []
     with admin(postgres_url) as conn:
         rows = conn.execute(f"SELECT version, name FROM {schema}.schema_migrations").fetchall()
-    assert sorted(rows) == [(1, "initial schema"), (2, "receipt retention")]
+    assert sorted(rows) == [
+        (1, "initial schema"),
+        (2, "receipt retention"),
+        (3, "per-owner lexical statistics"),
+        (4, "per-owner content write sequences"),
+    ]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
         migrations.upgrade(postgres_url, schema="Robert'); DROP TABLE x;--")
@@ -292,6 +301,61 @@ def test_upgrade_on_a_brand_new_database(new_database: str, search_path: str | N
     assert [str(r.node.id) for r in response.results] == [stored]
 
 
+def _lexical_statistics(url: str, schema: str) -> dict[str, Any]:
+    with admin(url) as conn:
+        return {
+            "stats": conn.execute(
+                f"SELECT user_id, n_docs, n_tokens FROM {schema}.owner_lexical_stats"
+                " WHERE n_docs > 0 ORDER BY user_id"
+            ).fetchall(),
+            "lexemes": conn.execute(
+                f"SELECT user_id, lexeme, df FROM {schema}.owner_lexemes WHERE df > 0"
+                " ORDER BY user_id, lexeme"
+            ).fetchall(),
+        }
+
+
+def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
+    postgres_url: str, schemas: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pack written before per-owner statistics: its memories exist, the statistics are the
+    # pack-wide ones. Upgrading builds each owner's, equal to what writes maintain.
+    current, old = schemas("current"), schemas("old")
+    store = PostgresStore(postgres_url, schema=current)
+    with MemoryClient(config=make_config(), clock=FakeClock(), store=store) as client:
+        client.store_many(FACTS, user_id="alice")
+        client.store_many(["Aster tea for Bob", "tea tea tea"], user_id="bob")
+        gone = client.store("Aster goes away", user_id="bob")
+        client.delete(gone, user_id="bob")
+    expected = _lexical_statistics(postgres_url, current)
+    assert [row[0] for row in expected["stats"]] == ["alice", "bob"]
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:1])
+    assert migrations.upgrade(postgres_url, schema=old) == [1]
+    monkeypatch.undo()
+    columns = (
+        "rowid, id, user_id, scope, node_type, content, content_sha256, metadata,"
+        " condition_state, session_id, role, created_at, updated_at, event_time, valid_from,"
+        " valid_to, confidence, salience, confidence_base, salience_base, epistemic_type,"
+        " source_type, lifecycle_state, decay_profile, last_reinforced_at,"
+        " reinforcement_boost, pinned, evidence_refs, ttl_days"
+    )
+    with admin(postgres_url) as conn:
+        conn.execute(
+            f"INSERT INTO {old}.memories({columns}) SELECT {columns} FROM {current}.memories"
+        )
+    assert migrations.upgrade(postgres_url, schema=old) == [2, 3, 4]
+    assert _lexical_statistics(postgres_url, old) == expected
+    with admin(postgres_url) as conn:
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (old,)
+            ).fetchall()
+        }
+    assert {"owner_lexemes", "owner_lexical_stats"} <= tables
+    assert not {"lexemes", "lexical_stats"} & tables
+
+
 def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[str], str]) -> None:
     schema = schemas("race")
     results: list[list[int]] = []
@@ -305,7 +369,7 @@ def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[st
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(results) == [[], [], [], [1, 2]]
+    assert sorted(results) == [[], [], [], [1, 2, 3, 4]]
 
 
 def test_serialized_holds_an_advisory_lock_per_key(

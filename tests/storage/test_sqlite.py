@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -10,12 +11,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from prme import FrozenPackError, IntegrityError, MemoryClient
 from prme.canonical import sha256_hex
 from prme.models.enums import Scope
+from prme.models.receipt import PackIdentity
 from prme.retrieval.owner_index import OwnerIndex
+from prme.retrieval.query import analyze_query
 from prme.storage.sqlite import DB_FILE, SQLiteStore
 
 ClientFactory = Callable[..., MemoryClient]
@@ -113,7 +118,10 @@ def test_receipt_records_the_pack_identity(client: MemoryClient) -> None:
     response = client.retrieve("Aster", user_id="alice")
     receipt = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
     assert receipt is not None
-    assert receipt.pack == client.engine.store.pack_identity()
+    store = client.engine.store
+    # binding the embedder and the store are two pack-wide writes, one of alice's content
+    assert store.pack_identity().write_seq == 2 and store.owner_write_seq("alice") == 1
+    assert receipt.pack == PackIdentity(pack_id=store.pack_identity().pack_id, write_seq=1)
 
 
 def transactions(statements: list[str]) -> list[str]:
@@ -284,54 +292,126 @@ def test_owner_index_is_owner_filtered(client: MemoryClient) -> None:
     assert len(alice.graph_search(["aster"], alice.scope_mask([Scope.PERSONAL]), 3, 10)) == 1
 
 
-def _joined_bm25(
+def _fts5_bm25(
     pack_path: Path, owner: str, scopes: list[str] | None, terms: list[str], k: int
-) -> list[tuple[int, float]]:
-    """The lexical channel by its definition: FTS5 BM25 joined on the owner and scope."""
+) -> list[tuple[str, float]]:
+    """FTS5's own ``bm25()`` ranking, as ``(content, -bm25)``: its statistics are the whole
+    table's, so on a pack holding one owner's memories it is BM25 over that owner's rows."""
     match = " OR ".join(f'"{t}"' for t in terms)
     scope_sql = "" if scopes is None else f" AND m.scope IN ({','.join('?' * len(scopes))})"
     conn = raw(pack_path)
     rows = conn.execute(
-        "SELECT f.rowid, bm25(memories_fts) FROM memories_fts f JOIN memories m"
+        "SELECT m.content, bm25(memories_fts) FROM memories_fts f JOIN memories m"
         f" ON m.rowid = f.rowid WHERE memories_fts MATCH ? AND m.user_id = ?{scope_sql}"
         " ORDER BY bm25(memories_fts), f.rowid LIMIT ?",
         (match, owner, *(scopes or []), k),
     ).fetchall()
     conn.close()
-    return [(int(r[0]), -float(r[1])) for r in rows]
+    return [(str(r[0]), -float(r[1])) for r in rows]
 
 
-def test_lexical_search_equals_the_joined_ranking(client: MemoryClient, pack_path: Path) -> None:
-    # alice owns most of the pack (her ranking is read without the join, in growing pages);
-    # bob's short memories outrank hers, so the first page holds too few of alice's.
-    client.store_many(
-        [
-            {"content": f"Aster sync number {i} ran for the Kestrel team in Lisbon", "scope": s}
-            for i in range(60)
-            for s in ["project" if i % 3 else "personal"]
-        ],
-        user_id="alice",
-    )
-    client.store_many([f"Aster Aster {i}" for i in range(40)], user_id="bob")
-    store = client.engine.store
+def _contents(pack_path: Path, hits: list[tuple[int, float]]) -> list[tuple[str, float]]:
+    conn = raw(pack_path)
+    found = [
+        (str(conn.execute("SELECT content FROM memories WHERE rowid = ?", (r,)).fetchone()[0]), s)
+        for r, s in hits
+    ]
+    conn.close()
+    return found
+
+
+def test_lexical_search_is_fts5_bm25_over_the_owners_memories(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    alice = [
+        {"content": f"Aster sync_number {i} ran for the Kestrel team in Lisbon", "scope": s}
+        for i in range(60)
+        for s in ["project" if i % 3 else "personal"]
+    ]
+    bob = [f"Aster Aster {i} running" for i in range(40)]
+    shared = make_client(tmp_path / "shared")
+    shared.store_many(alice, user_id="alice")
+    shared.store_many(bob, user_id="bob")
+    alone = {"alice": make_client(tmp_path / "alice"), "bob": make_client(tmp_path / "bob")}
+    alone["alice"].store_many(alice, user_id="alice")
+    alone["bob"].store_many(bob, user_id="bob")
+    store = shared.engine.store
     cases = [
         ("alice", None, ["aster"], 30),
         ("alice", None, ["aster", "kestrel"], 5),
         ("alice", None, ["lisbon", "nothing"], 100),
         ("alice", ["project"], ["aster"], 25),
         ("alice", ["personal", "project"], ["team", "aster"], 50),
+        ("alice", None, ["sync_number", "running", "ran", "run"], 70),  # a phrase; shared stems
+        ("alice", None, ["number_sync", "17"], 10),
         ("bob", None, ["aster"], 10),
-        ("carol", None, ["aster"], 10),
+        ("bob", None, ["aster", "run", "runs"], 50),
+        ("bob", None, ["kestrel"], 10),
     ]
     for owner, scopes, terms, k in cases:
-        with store.read_snapshot():
-            index = store.owner_index(owner)
-            found = store.lexical_search(
-                owner, None if scopes is None else [Scope(s) for s in scopes], terms, k
-            )
-        assert index is not None
-        assert found == _joined_bm25(pack_path, owner, scopes, terms, k), (owner, scopes, terms)
+        found = store.lexical_search(
+            owner, None if scopes is None else [Scope(s) for s in scopes], terms, k
+        )
+        expected = _fts5_bm25(tmp_path / owner, owner, scopes, terms, k)
+        assert _contents(tmp_path / "shared", found) == expected, (owner, scopes, terms)
+    assert store.lexical_search("carol", None, ["aster"], 10) == []
     assert len(store.lexical_search("alice", None, ["aster"], 30)) == 30
+
+
+_LEXICON = [
+    "aster", "Aster", "running", "runs", "ran", "café", "cafe", "naïve", "user_id", "id",
+    "user", "the", "a", "x", "42", "kelvor_7", "zorblaxian", "ÉCOLE", "école", "tea",
+]  # fmt: skip
+_PACKS = itertools.count()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    contents=st.lists(
+        st.lists(st.sampled_from(_LEXICON), min_size=1, max_size=9).map(" ".join),
+        min_size=1,
+        max_size=12,
+    ),
+    query=st.lists(st.sampled_from(_LEXICON), min_size=1, max_size=5).map(" ".join),
+    k=st.integers(min_value=1, max_value=15),
+)
+def test_lexical_search_is_fts5_bm25_for_a_single_owner(
+    make_client: ClientFactory, tmp_path: Path, contents: list[str], query: str, k: int
+) -> None:
+    # With one owner, the owner's statistics are the table's: scores equal FTS5's bm25()
+    # bit for bit (phrases such as "user_id", shared stems, diacritics, repeated terms).
+    path = tmp_path / f"pack-{next(_PACKS)}"
+    client = make_client(path)
+    client.store_many(contents, user_id="alice")
+    terms = list(analyze_query(query).terms)
+    found = client.engine.store.lexical_search("alice", None, terms, k)
+    client.close()
+    assert _contents(path, found) == _fts5_bm25(path, "alice", None, terms, k)
+
+
+def test_a_pack_from_before_owner_sequences_opens_and_counts_from_zero(
+    make_client: ClientFactory, pack_path: Path
+) -> None:
+    # A pack written before issue 17 has no owner_sequences table (and FTS5's index is all
+    # the per-owner BM25 needs): it opens, alice's receipts start at 0, her writes count.
+    client = make_client()
+    client.store_many(["Aster uses PostgreSQL", "Aster runs nightly"], user_id="alice")
+    client.store("Aster for bob", user_id="bob")
+    expected = client.engine.store.lexical_search("alice", None, ["aster"], 5)
+    client.close()
+    conn = raw(pack_path)
+    conn.execute("DROP TABLE owner_sequences")
+    conn.close()
+    reopened = make_client()
+    store = reopened.engine.store
+    assert store.lexical_search("alice", None, ["aster"], 5) == expected
+    response = reopened.retrieve("Aster", user_id="alice")
+    receipt = reopened.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
+    assert receipt is not None and receipt.pack.write_seq == 0
+    reopened.store("Aster moved", user_id="alice")
+    assert (store.owner_write_seq("alice"), store.owner_write_seq("bob")) == (1, 0)
 
 
 def test_graph_hops(client: MemoryClient) -> None:

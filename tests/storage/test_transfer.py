@@ -109,9 +109,12 @@ def test_sqlite_to_postgres_and_back_is_lossless(
     kinds = [r["kind"] for r in original]
     assert kinds.count("memory") == 4 and kinds.count("vector") == 4 and kinds[-1] == "end"
     assert original[0]["write_seq"] == str(source.engine.store.pack_identity().write_seq)
+    assert original[0]["owner_sequences"] == {"alice": 3, "carol": 1}
     for client in (on_postgres, back):
         store = client.engine.store
         assert store.pack_identity() == source.engine.store.pack_identity()
+        for owner in ("alice", "carol", "dave"):  # the owners' sequences move too
+            assert store.owner_write_seq(owner) == source.engine.store.owner_write_seq(owner)
         assert client.pack_digest() == source.pack_digest()
         assert store.attest({"x": 1}) == source.engine.store.attest({"x": 1})
         for request_id in requests:
@@ -189,6 +192,13 @@ def test_a_truncated_or_tampered_file_writes_nothing(
         import_pack(target.engine.store, io.StringIO("".join(tampered)))
     with pytest.raises(InvalidInputError, match="not a prme pack"):
         import_pack(target.engine.store, io.StringIO('{"kind":"memory"}\n'))
+    header = json.loads(lines[0])
+    header["owner_sequences"] = {"alice": -1}
+    with pytest.raises(InvalidInputError, match="owner_sequences") as info:
+        import_pack(
+            target.engine.store, io.StringIO("".join([json.dumps(header) + "\n", *lines[1:]]))
+        )
+    assert info.value.field == "source"
     assert dump(target) == empty
     assert (
         target.engine.store.pack_identity().pack_id != source.engine.store.pack_identity().pack_id

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from prme.client import MemoryClient
 from prme.config import APIConfig
 from prme.errors import PRMEError, StorageUnavailableError, http_status_for, public_message
-from prme.http import learning_routes, routes
+from prme.http import learning_routes, memory_routes, routes
 from prme.http.auth import KeyRing
 
 log = logging.getLogger("prme.http")
@@ -155,6 +155,7 @@ def create_app(client: MemoryClient, config: APIConfig | None = None) -> FastAPI
     app.state.keys = KeyRing(api.user_keys)
     app.include_router(routes.router, responses=VALIDATION_RESPONSE)
     app.include_router(learning_routes.router, responses=VALIDATION_RESPONSE)
+    app.include_router(memory_routes.router, responses=VALIDATION_RESPONSE)
     for error in (PRMEError, ValueError, PermissionError, Exception):
         app.add_exception_handler(error, _handle_error)
     app.add_exception_handler(RequestValidationError, _handle_validation)

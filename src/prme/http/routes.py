@@ -17,7 +17,7 @@ from prme.http.render import Client, found, render
 from prme.http.schemas import RelevanceRequest, RetrieveRequest, StoreRequest
 from prme.models.memory import StoreReceipt
 from prme.models.receipt import RetrievalReceipt
-from prme.models.relevance import RelevanceRecord
+from prme.models.relevance import RecordedRelevance, RelevanceRecord
 from prme.models.retrieval import RetrievalResponse
 
 router = APIRouter(prefix="/v1")
@@ -64,7 +64,7 @@ def get_retrieval_receipt(
     return found(receipt, "Retrieval receipt", request_id)
 
 
-@router.post("/relevance", response_model=RelevanceRecord, tags=["relevance"])
+@router.post("/relevance", response_model=RecordedRelevance, tags=["relevance"])
 def record_relevance(body: RelevanceRequest, identity: Auth, client: Client) -> JSONResponse:
     """Judge returned candidates of the owner's retrieval (404 without that receipt). An
     identical retry with the same ``feedback_id`` returns the original record."""

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -57,6 +57,9 @@ class StoreRequest(Body):
     valid_to: datetime | None = None
     pinned: StrictBool | None = None
     ttl_days: StrictInt | None = None
+    dedupe: StrictBool | None = Field(
+        default=None, description="Return the owner's same memory (duplicate: true) if stored."
+    )
 
 
 class RetrieveRequest(Body):

@@ -27,6 +27,7 @@ from prme.models.holdout import (
     FullRetrievalTrial,
     aggregate,
     decide,
+    holdout_refusal,
     input_checksum,
 )
 from prme.models.receipt import RetrievalReceipt
@@ -134,6 +135,12 @@ def _check_pair(
     if baseline.pack.pack_id != candidate.pack.pack_id:
         raise InvalidInputError(
             "pack.pack_id", f"paired receipts come from different packs: {FROZEN_PACK} {where}"
+        )
+    if baseline.schema_version != candidate.schema_version:
+        raise InvalidInputError(
+            "schema_version",
+            "paired receipts count content writes differently (receipt schemas "
+            f"{baseline.schema_version} and {candidate.schema_version}) {where}",
         )
     if baseline.pack.write_seq != candidate.pack.write_seq:
         raise InvalidInputError(
@@ -286,6 +293,11 @@ def evaluate_full_retrieval(
             raise InvalidInputError(
                 "pack.pack_id", f"holdout receipts come from different packs: {FROZEN_PACK}"
             )
+        elif baseline.schema_version != first.schema_version:
+            raise InvalidInputError(
+                "schema_version",
+                "All holdout receipts must count content writes alike (one receipt schema)",
+            )
         elif baseline.pack.write_seq != first.pack.write_seq:
             raise InvalidInputError(
                 "pack.write_seq",
@@ -340,6 +352,17 @@ def evaluate_full_retrieval(
         candidate_recall=agg.candidate_recall,
         regression_fraction=agg.regression_fraction,
     )
+    refused = None
+    if decision == "no_improvement" and interval is not None:
+        refused = holdout_refusal(
+            cfg,
+            ndcg_gain=agg.ndcg_gain,
+            interval_low=interval[0],
+            baseline_recall=agg.baseline_recall,
+            candidate_recall=agg.candidate_recall,
+            regression_fraction=agg.regression_fraction,
+            queries=queries,
+        )
     features = first.execution.features
     receipt_checksums = dict(sorted(checksums.items()))
     missing = cfg.min_query_groups - len(queries)
@@ -376,6 +399,7 @@ def evaluate_full_retrieval(
         baseline_multipliers=baseline_m,
         candidate_multipliers=candidate_m,
         decision=decision,
+        refusal=refused,
         baseline_recall=agg.baseline_recall,
         candidate_recall=agg.candidate_recall,
         recall_gain=agg.recall_gain,

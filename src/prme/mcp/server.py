@@ -41,7 +41,7 @@ from prme.auth import Identity, KeyRing
 from prme.canonical import canonical_json
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
-from prme.errors import is_expected, public_message
+from prme.errors import NotFoundError, is_expected, public_message
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
@@ -175,6 +175,78 @@ class MemoryTools:
                     ttl_days=ttl_days,
                 )
             )
+
+    # ==== memory management: list / get / update / delete (issue 21 item 1) ============
+    def memory_list(
+        self,
+        user_id: UserId = None,
+        scope: Annotated[
+            list[Scope] | None, Field(description="Only these scopes; omit for every scope.")
+        ] = None,
+        limit: Limit = 100,
+        cursor: Annotated[
+            UUID | None, Field(description="next_cursor of the previous page; omit at first.")
+        ] = None,
+    ) -> str:
+        """The owner's memories by id, a page at a time: {items, next_cursor}."""
+        with _tool_errors():
+            items = self.client.list(
+                user_id=self.owner(user_id), scope=scope, limit=limit, after_id=cursor
+            )
+            more = str(items[-1].id) if items and len(items) == limit else None
+            return canonical_json({"items": [_plain(i) for i in items], "next_cursor": more})
+
+    def memory_get(
+        self, node_id: Annotated[UUID, Field(description="The memory's id.")], user_id: UserId = None
+    ) -> str:
+        """One of the owner's memories (an error when missing or another owner's)."""
+        with _tool_errors():
+            found = self.client.get(node_id, user_id=self.owner(user_id))
+            if found is None:
+                raise NotFoundError("Memory", node_id)
+            return _json(found)
+
+    def memory_update(
+        self,
+        node_id: Annotated[UUID, Field(description="The memory to supersede (latest version).")],
+        user_id: UserId = None,
+        content: Annotated[str | None, Field(description="The new text; omit to keep.")] = None,
+        scope: Annotated[Scope | None, Field(description="A new scope; omit to keep.")] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="A new metadata object; omit to keep.")
+        ] = None,
+        confidence: Annotated[float | None, Field(description="New confidence in [0, 1].")] = None,
+        salience: Annotated[float | None, Field(description="New salience in [0, 1].")] = None,
+        pinned: Annotated[StrictBool | None, Field(description="Pin or unpin it.")] = None,
+        valid_to: Annotated[
+            datetime | None, Field(description="When the new version stops being true.")
+        ] = None,
+    ) -> str:
+        """Supersede a memory with a new version (the old one is kept, valid until now) and
+        return the new version; omitted fields are copied from the old one."""
+        given = {
+            "content": content,
+            "scope": scope,
+            "metadata": metadata,
+            "confidence": confidence,
+            "salience": salience,
+            "pinned": pinned,
+            "valid_to": valid_to,
+        }
+        changes = {name: value for name, value in given.items() if value is not None}
+        with _tool_errors():
+            return _json(self.client.update(node_id, user_id=self.owner(user_id), **changes))
+
+    def memory_delete(
+        self, node_id: Annotated[UUID, Field(description="The memory's id.")], user_id: UserId = None
+    ) -> str:
+        """Delete one of the owner's memories: {deleted: true}, or an error when missing."""
+        with _tool_errors():
+            if not self.client.delete(node_id, user_id=self.owner(user_id)):
+                raise NotFoundError("Memory", node_id)
+            return _json({"deleted": True, "node_id": str(node_id)})
+
+    # ==== end of memory management =====================================================
 
     # ------------------------------------------------------------------ retrieval
     def memory_retrieve(
@@ -446,6 +518,9 @@ class MemoryTools:
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 _ANNOTATIONS: dict[str, ToolAnnotations] = {
+    "memory_list": READ_ONLY,  # memory management (issue 21 item 1)
+    "memory_get": READ_ONLY,
+    "memory_delete": ToolAnnotations(destructive_hint=True, idempotent_hint=False),
     "memory_get_retrieval_receipt": READ_ONLY,
     "memory_get_relevance": READ_ONLY,
     "memory_list_relevance": READ_ONLY,

@@ -23,32 +23,28 @@ from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex
 from prme.models.enums import Scope
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceSurface
-from prme.models.scoring import MULTIPLIER_MAX, MULTIPLIER_MIN
+from prme.models.scoring import ADDITIVE_FEATURES, MULTIPLIER_MAX, MULTIPLIER_MIN
+from prme.retrieval.scoring import WEIGHTED_COLUMNS
 
 # ScoreTrace fields the weighted formula and the ranking policy read, in column order.
-TRACE_COLUMNS = (
-    "semantic_similarity",
-    "lexical_relevance",
-    "graph_proximity",
-    "recency_factor",
-    "salience",
-    "confidence",
-    "epistemic_weight",
-    "temporal_affinity",
-    "node_type_boost",
-    "path_score",
-)
+TRACE_COLUMNS: tuple[str, ...] = (*WEIGHTED_COLUMNS, "path_score")
 _trace_row = itemgetter(*TRACE_COLUMNS)
 # Canonical UUID text: what str(UUID) produces, so ids compare as strings without parsing.
 CanonicalUUID = Annotated[
     str, Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 ]
-TraceRow = Annotated[tuple[FiniteFloat, ...], Field(min_length=10, max_length=10)]
-# ScoringWeights.formula(): six additive weights, temporal_boost, relevance_floor.
-FormulaWeights = Annotated[tuple[FiniteFloat, ...], Field(min_length=8, max_length=8)]
+_TRACE_WIDTH = len(TRACE_COLUMNS)
+_FORMULA_WIDTH = len(ADDITIVE_FEATURES) + 2  # ScoringWeights.formula(): + temporal, floor
+_MULTIPLIER_WIDTH = len(ADDITIVE_FEATURES)
+TraceRow = Annotated[
+    tuple[FiniteFloat, ...], Field(min_length=_TRACE_WIDTH, max_length=_TRACE_WIDTH)
+]
+FormulaWeights = Annotated[
+    tuple[FiniteFloat, ...], Field(min_length=_FORMULA_WIDTH, max_length=_FORMULA_WIDTH)
+]
 MultiplierValues = Annotated[
     tuple[Annotated[float, Field(ge=MULTIPLIER_MIN, le=MULTIPLIER_MAX)], ...],
-    Field(min_length=6, max_length=6),
+    Field(min_length=_MULTIPLIER_WIDTH, max_length=_MULTIPLIER_WIDTH),
 ]
 
 

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal
 from uuid import UUID
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from prme.canonical import checksum
 from prme.learning.groups import normalize_query
@@ -21,6 +27,7 @@ from prme.learning.stats import TIE_TOLERANCE, mean, win_tie_loss
 from prme.limits import MAX_RELEVANT, MAX_TRIALS
 from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex, UnitFloat
 from prme.models.enums import Scope
+from prme.models.refusal import Refusal, refusal
 from prme.models.scope import scope_set_key
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.validation import require_text
@@ -183,15 +190,77 @@ def decide(
     """
     if query_groups < config.min_query_groups:
         return "insufficient_data"
-    if (
-        interval is not None
-        and ndcg_gain >= config.min_ndcg_gain
-        and interval[0] > 0
-        and candidate_recall >= baseline_recall - TIE_TOLERANCE
-        and regression_fraction <= config.max_regression_fraction
+    if interval is not None and all(
+        passed
+        for *_, passed in checks(
+            config,
+            ndcg_gain=ndcg_gain,
+            interval_low=interval[0],
+            baseline_recall=baseline_recall,
+            candidate_recall=candidate_recall,
+            regression_fraction=regression_fraction,
+        )
     ):
         return "improved_full_retrieval"
     return "no_improvement"
+
+
+def checks(
+    config: FullRetrievalEvaluationConfig,
+    *,
+    ndcg_gain: float,
+    interval_low: float,
+    baseline_recall: float,
+    candidate_recall: float,
+    regression_fraction: float,
+) -> tuple[tuple[str, float, str, bool], ...]:
+    """§F.4's rules past the group minimum as ``(report field, observed, required, passed)``."""
+    recall_gain = candidate_recall - baseline_recall
+    return (
+        (
+            "ndcg_gain",
+            ndcg_gain,
+            f">= {config.min_ndcg_gain!r}",
+            ndcg_gain >= config.min_ndcg_gain,
+        ),
+        ("ndcg_gain_interval.low", interval_low, "> 0", interval_low > 0),
+        (
+            "recall_gain",
+            recall_gain,
+            f">= -{TIE_TOLERANCE!r}",
+            candidate_recall >= baseline_recall - TIE_TOLERANCE,
+        ),
+        (
+            "regression_fraction",
+            regression_fraction,
+            f"<= {config.max_regression_fraction!r}",
+            regression_fraction <= config.max_regression_fraction,
+        ),
+    )
+
+
+def holdout_refusal(
+    config: FullRetrievalEvaluationConfig,
+    *,
+    ndcg_gain: float,
+    interval_low: float,
+    baseline_recall: float,
+    candidate_recall: float,
+    regression_fraction: float,
+    queries: Sequence[FullRetrievalQueryResult],
+) -> Refusal:
+    """Why gate 2 refused: the failed rules and the regressed holdout groups (by group id)."""
+    return refusal(
+        checks(
+            config,
+            ndcg_gain=ndcg_gain,
+            interval_low=interval_low,
+            baseline_recall=baseline_recall,
+            candidate_recall=candidate_recall,
+            regression_fraction=regression_fraction,
+        ),
+        ((q.group_id, q.baseline_ndcg, q.candidate_ndcg) for q in queries),
+    )
 
 
 def input_checksum(
@@ -250,6 +319,7 @@ class FullRetrievalEvaluation(Frozen):
     memory_artifact_sha256: Sha256Hex
     pack_digest: Sha256Hex
     pack_id: NonBlankStr
+    # The receipts' content write sequence: the owner's for receipt schema 2, the pack's for 1.
     write_seq: int = Field(ge=0)
     input_checksum: Sha256Hex
     receipt_checksums: dict[str, Sha256Hex]
@@ -278,13 +348,24 @@ class FullRetrievalEvaluation(Frozen):
     queries: tuple[FullRetrievalQueryResult, ...] = Field(min_length=1)
     # insufficient_data only: how many more query groups the holdout needs.
     missing_query_groups: int | None = None
+    # no_improvement only: the failed rules and the regressed groups (reports made before
+    # refusals were recorded have none; then the field is absent from the dump).
+    refusal: Refusal | None = None
     limitations: tuple[str, ...] = LIMITATIONS
     attestation: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if out.get("refusal", 0) is None:
+            del out["refusal"]
+        return out
 
     @model_validator(mode="after")
     def _consistent(self) -> FullRetrievalEvaluation:
         self._check_structure()
         self._check_metrics()
+        self._check_refusal()
         if self.input_checksum != self._recomputed_input_checksum():
             raise ValueError("Full retrieval evaluation input checksum does not match its inputs")
         return self
@@ -397,3 +478,20 @@ class FullRetrievalEvaluation(Frozen):
         )
         if self.decision != rule:
             raise ValueError("Full retrieval evaluation decision does not match its evidence")
+
+    def _check_refusal(self) -> None:
+        if self.refusal is None:
+            return
+        if self.decision != "no_improvement" or self.ndcg_gain_interval is None:
+            raise ValueError("Full retrieval evaluation refusal is only for no_improvement")
+        expected = holdout_refusal(
+            self.config,
+            ndcg_gain=self.ndcg_gain,
+            interval_low=self.ndcg_gain_interval[0],
+            baseline_recall=self.baseline_recall,
+            candidate_recall=self.candidate_recall,
+            regression_fraction=self.regression_fraction,
+            queries=self.queries,
+        )
+        if self.refusal != expected:
+            raise ValueError("Full retrieval evaluation refusal does not match its evidence")

@@ -9,21 +9,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Final, Literal
+from typing import Any, Final, Literal
 from uuid import UUID
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    model_serializer,
+    model_validator,
+)
 
 from prme.canonical import checksum
 from prme.learning.stats import mean, win_tie_loss
 from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex
 from prme.models.enums import Scope
+from prme.models.refusal import Refusal, refusal
 from prme.models.relevance import RelevanceSurface
 from prme.models.scope import scope_set_key
 from prme.models.scoring import RankingMultipliers
 
-ALGORITHM: Final = "pairwise_weight_multipliers_v1"
-OPTIMIZER: Final = "coordinate_descent_log_space_v1"
+Algorithm = Literal["listwise_ndcg_multipliers_v1", "pairwise_weight_multipliers_v1"]
+Optimizer = Literal["guarded_pattern_search_log_space_v1", "coordinate_descent_log_space_v1"]
+# Each fitting algorithm and the optimizer that fits it (the report records both).
+OPTIMIZERS: Final[dict[str, Optimizer]] = {
+    "listwise_ndcg_multipliers_v1": "guarded_pattern_search_log_space_v1",
+    "pairwise_weight_multipliers_v1": "coordinate_descent_log_space_v1",
+}
+DEFAULT_ALGORITHM: Final = "listwise_ndcg_multipliers_v1"
+REFERENCE_ALGORITHM: Final = "pairwise_weight_multipliers_v1"
 TOLERANCE = 1e-12
 COVERAGE_KEYS = (
     "feedback_records",
@@ -64,6 +78,17 @@ LIMITATIONS = (
     "its final 10-decimal rounding); every reported ordering and metric uses the exact scalar "
     "replay.",
 )
+TRAINING_LOSS = {
+    "listwise_ndcg_multipliers_v1": (
+        "training loss = 1 − mean over training groups of judged NDCG@k + mean over training "
+        "groups of max(0, base − candidate judged NDCG@k) + regularization·Σ(ln m)²; moves that "
+        "regress more than the holdout's max_regression_fraction of training groups are not taken"
+    ),
+    "pairwise_weight_multipliers_v1": (
+        "training loss = mean over training groups, their requests and explicit pairs of "
+        "softplus(margin_scale·(s_negative − s_positive)) + regularization·Σ(ln m)²"
+    ),
+}
 
 Decision = Literal["insufficient_data", "no_improvement", "improved_on_observed_candidates"]
 Split = Literal["train", "validation"]
@@ -73,18 +98,23 @@ class LearningConfig(Frozen):
     """Gate-1 settings (reference §E.1); every float must be finite.
 
     Args:
+        algorithm: the fit. ``listwise_ndcg_multipliers_v1`` (default) maximizes the training
+            groups' judged NDCG@k with a guard against regressed groups and shrinks towards
+            neutral; ``pairwise_weight_multipliers_v1`` is the reference pairwise logistic fit.
         seed: split, bootstrap and randomization seed.
         validation_fraction: share of query groups used for validation, 0 < x < 1.
         min_training_queries / min_validation_queries: groups needed (≥ 2) before fitting.
         regularization: weight of the Σ (ln m)² pull towards neutral, > 0.
-        margin_scale: scale of the score margin in the logistic loss, 0 < x ≤ 100.
-        passes_per_step: coordinate-descent passes per step size, 1–20.
+        margin_scale: scale of the score margin in the logistic loss (pairwise fit only),
+            0 < x ≤ 100.
+        passes_per_step: coordinate passes per step size, 1–20.
         ndcg_k: judged NDCG cutoff, 1–1000.
         bootstrap_samples: resamples of the paired bootstrap (and sign-flip rounds), 100–10000.
         min_ndcg_gain: smallest validation NDCG gain that counts as improvement, 0–1.
         max_pairs_per_request: pairs one request may contribute before the call fails.
     """
 
+    algorithm: Algorithm = DEFAULT_ALGORITHM
     seed: StrictInt = 42
     validation_fraction: FiniteFloat = Field(default=0.3, gt=0.0, lt=1.0)
     min_training_queries: StrictInt = Field(default=20, ge=2)
@@ -120,13 +150,47 @@ class QueryLearningResult(Frozen):
         return self.candidate_pairwise_accuracy - self.baseline_pairwise_accuracy
 
 
+def checks(
+    ndcg_gain: float, interval_low: float, pairwise_gain: float, min_ndcg_gain: float
+) -> tuple[tuple[str, float, str, bool], ...]:
+    """§E.11's rules as ``(report field, observed, required, passed)``, in this order."""
+    return (
+        ("validation_ndcg_gain", ndcg_gain, f">= {min_ndcg_gain!r}", ndcg_gain >= min_ndcg_gain),
+        ("validation_gain_interval.low", interval_low, "> 0", interval_low > 0.0),
+        (
+            "validation_pairwise_gain",
+            pairwise_gain,
+            f">= -{TOLERANCE!r}",
+            pairwise_gain >= -TOLERANCE,
+        ),
+    )
+
+
 def decide(
     ndcg_gain: float, interval_low: float, pairwise_gain: float, min_ndcg_gain: float
 ) -> Decision:
     """§E.11: improved iff gain ≥ min_ndcg_gain, interval low > 0 and pairwise gain ≥ −1e-12."""
-    if ndcg_gain >= min_ndcg_gain and interval_low > 0.0 and pairwise_gain >= -TOLERANCE:
+    if all(passed for *_, passed in checks(ndcg_gain, interval_low, pairwise_gain, min_ndcg_gain)):
         return "improved_on_observed_candidates"
     return "no_improvement"
+
+
+def learning_refusal(
+    ndcg_gain: float,
+    interval_low: float,
+    pairwise_gain: float,
+    min_ndcg_gain: float,
+    queries: Sequence[QueryLearningResult],
+) -> Refusal:
+    """Why gate 1 refused: the failed rules and the regressed validation groups."""
+    return refusal(
+        checks(ndcg_gain, interval_low, pairwise_gain, min_ndcg_gain),
+        (
+            (q.group_label, q.baseline_judged_ndcg, q.candidate_judged_ndcg)
+            for q in queries
+            if q.split == "validation"
+        ),
+    )
 
 
 def learning_input_checksum(
@@ -139,15 +203,17 @@ def learning_input_checksum(
     query_groups: Mapping[UUID, str] | None,
 ) -> str:
     """SHA-256 of the canonical ``{algorithm, snapshot_checksum, user_id, scopes, surface, config,
-    query_groups}``: everything that shaped the proposal."""
+    query_groups}``: everything that shaped the proposal. The algorithm is bound once, at the
+    top level (``config`` is dumped without it), so reports of the reference fit keep the
+    identity they had before the algorithm became a setting."""
     return checksum(
         {
-            "algorithm": ALGORITHM,
+            "algorithm": config.algorithm,
             "snapshot_checksum": snapshot_checksum,
             "user_id": user_id,
             "scopes": None if scopes is None else [Scope(s).value for s in scopes],
             "surface": surface,
-            "config": config.model_dump(mode="json"),
+            "config": config.model_dump(mode="json", exclude={"algorithm"}),
             "query_groups": None
             if query_groups is None
             else {str(k): v for k, v in query_groups.items()},
@@ -175,8 +241,8 @@ class LearningEvaluation(Frozen):
     """
 
     schema_version: Literal[1] = 1
-    algorithm: Literal["pairwise_weight_multipliers_v1"] = ALGORITHM
-    optimizer: Literal["coordinate_descent_log_space_v1"] = OPTIMIZER
+    algorithm: Algorithm
+    optimizer: Optimizer
     user_id: NonBlankStr
     scopes: tuple[Scope, ...] | None
     surface: RelevanceSurface
@@ -201,11 +267,48 @@ class LearningEvaluation(Frozen):
     queries: tuple[QueryLearningResult, ...]
     # insufficient_data only: how many more groups each split needs to reach its minimum.
     missing_groups: dict[str, int] | None = None
+    # no_improvement only: the failed rules and the regressed validation groups (reports made
+    # before refusals were recorded have none).
+    refusal: Refusal | None = None
     limitations: tuple[str, ...] = LIMITATIONS
     attestation: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _algorithm_of_earlier_reports(cls, data: Any) -> Any:
+        """A reference-fit report's config is stored without ``algorithm`` (see the serializer):
+        it is the report's own ``algorithm``. Reports written before the algorithm was a setting
+        are reference-fit reports."""
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        data.setdefault("algorithm", REFERENCE_ALGORITHM)
+        data.setdefault("optimizer", OPTIMIZERS.get(data["algorithm"], ""))
+        config = data.get("config")
+        if isinstance(config, Mapping) and "algorithm" not in config:
+            data["config"] = {**config, "algorithm": data["algorithm"]}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Reference-fit reports dump exactly as before the algorithm was a setting (config
+        without ``algorithm``, no ``refusal`` when none), so their bytes, checksums and
+        attestations are unchanged; the top-level ``algorithm`` names the fit either way."""
+        out: dict[str, Any] = handler(self)
+        if self.algorithm == REFERENCE_ALGORITHM and isinstance(out.get("config"), dict):
+            out["config"] = {k: v for k, v in out["config"].items() if k != "algorithm"}
+        if out.get("refusal", 0) is None:
+            del out["refusal"]
+        return out
+
     @model_validator(mode="after")
     def _consistent(self) -> LearningEvaluation:
+        if self.algorithm != self.config.algorithm:
+            raise ValueError("report algorithm differs from config.algorithm")
+        if self.optimizer != OPTIMIZERS[self.algorithm]:
+            raise ValueError(
+                f"algorithm {self.algorithm} is fitted by {OPTIMIZERS[self.algorithm]}"
+            )
         if self.scopes is not None and scope_set_key(self.scopes) != self.scopes:
             raise ValueError("report scopes must be a non-empty, sorted, unique scope set")
         order = [f.int for f in self.feedback_ids]  # .int order is canonical-text order
@@ -252,6 +355,7 @@ class LearningEvaluation(Frozen):
         if (
             not self.multipliers.is_neutral
             or self.queries
+            or self.refusal is not None
             or any(s is not None for s in statistics)
         ):
             raise ValueError(
@@ -332,3 +436,9 @@ class LearningEvaluation(Frozen):
             )
         if self.decision != decide(gain, interval[0], pairwise, cfg.min_ndcg_gain):
             raise ValueError("Learning evaluation decision does not match its metrics")
+        if self.refusal is not None and (
+            self.decision != "no_improvement"
+            or self.refusal
+            != learning_refusal(gain, interval[0], pairwise, cfg.min_ndcg_gain, self.queries)
+        ):
+            raise ValueError("Learning evaluation refusal does not match its metrics")

@@ -56,11 +56,16 @@ class MemoryRecord(MemoryNode):
     ``expired``: its ``ttl_days`` ran out (its stated time, ``event_time`` else ``created_at``,
     plus ``ttl_days`` days is before the clock), so retrieval no longer returns it; it stays
     stored, and receipts that returned it still replay. ``expires_at``: that end (None without
-    a TTL, or when it falls after 9999-12-31).
+    a TTL, or when it falls after 9999-12-31). ``supersedes`` / ``superseded_by``: the
+    version this one replaced / the version that replaced it (``update()``); a superseded
+    version keeps its content, has ``valid_to`` set to the update time and lifecycle
+    ``superseded``, and only ``knowledge_at`` queries before that time still retrieve it.
     """
 
     expires_at: UTCDateTime | None = None
     expired: bool = False
+    supersedes: UUID | None = None
+    superseded_by: UUID | None = None
 
 
 class StoreReceipt(Frozen):
@@ -69,6 +74,7 @@ class StoreReceipt(Frozen):
     event_id: UUID
     node_id: UUID
     processing_status: str = "processed"
+    duplicate: bool = False  # store(dedupe=True) found this owner's same memory: node_id is it
 
 
 def stated_time(node: MemoryNode) -> datetime:

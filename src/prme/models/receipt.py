@@ -1,13 +1,19 @@
 """The retrieval receipt: everything needed to replay a ranking, checksummed.
 
-Schema version 1 of prme's own receipt. Later fields must be added so that version-1 bytes
-(and therefore checksums) never change.
+Schema version 2 of prme's own receipt; stored version-1 receipts still parse, replay and
+re-encode to their exact bytes. The versions differ only in what ``pack.write_seq`` counts:
+
+- 1: the pack's content write sequence (it moved with every owner's writes);
+- 2: the **owner's** content write sequence (only the owner's own content writes move it, so
+  a receipt shows nothing of another owner's activity).
+
+Later fields must be added so that stored bytes (and therefore checksums) never change.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from uuid import UUID
 
 from pydantic import Field, ValidationInfo, model_validator
@@ -20,12 +26,13 @@ from prme.models.trace import RankFusionTrace, ScoreTrace
 from prme.retrieval.fusion_methods import fusion_method
 from prme.retrieval.scoring import ranking_key
 
-RECEIPT_SCHEMA_VERSION = 1
+RECEIPT_SCHEMA_VERSION: Final = 2
 REPLAY_CONTEXT = "prme.receipt.replay"
 
 
 class PackIdentity(Frozen):
-    """Which pack, at which content write sequence, answered the request."""
+    """Which pack, at which content write sequence, answered the request (in a receipt of
+    schema 2 the sequence is the owner's; see the module docstring)."""
 
     pack_id: str
     write_seq: int = Field(ge=0)
@@ -68,7 +75,7 @@ class ReceiptCandidate(Frozen):
 class RetrievalReceipt(Frozen):
     """A frozen, replayable record of one retrieval."""
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2] = RECEIPT_SCHEMA_VERSION
     request_id: UUID
     user_id: NonBlankStr
     query: str
@@ -120,9 +127,7 @@ class RetrievalReceipt(Frozen):
         method = fusion_method(self.scoring)
         chosen = self.ranking_multipliers if multipliers is None else multipliers
         weights = adjusted_weights(self.weights, chosen) if method.adjusts_weights else self.weights
-        return [
-            method.replay(c.trace, c.rank_fusion, self.scoring, weights) for c in self.candidates
-        ]
+        return method.replay(self.candidates, self.scoring, weights)
 
     def replay_ranking(self) -> list[UUID]:
         """The stored candidates re-sorted by replayed score under the recorded ranking policy."""

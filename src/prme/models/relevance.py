@@ -77,3 +77,21 @@ class RelevanceRecord(Frozen):
             and self.surface == submission.surface
             and self.method == submission.method
         )
+
+
+RANK_FUSION_WARNING = (
+    "this retrieval ran under rank fusion (rrf): learning excludes its judgments "
+    "(rank_fusion_receipt_records), so this one will not train a ranking profile; create a "
+    "learning-ready pack with `prme init --fusion weighted`, or switch this pack with "
+    "`prme pack configure --fusion weighted`"
+)
+
+
+class RecordedRelevance(RelevanceRecord):
+    """What ``record_relevance`` returns when there is something to warn about: the stored
+    record plus ``warnings`` (not stored: the saved form and checksum are those of the
+    :class:`RelevanceRecord`). Without warnings it returns the plain record."""
+
+    warnings: tuple[str, ...] = Field(
+        default=(), description="Why this judgment may not count (e.g. rank fusion)."
+    )

@@ -98,7 +98,14 @@ def keep_mask(ix: OwnerIndex, pos: Positions, f: FilterSettings) -> BoolArray:
         keep &= _is_one_of(ix.col("source")[pos], SOURCES, sorted(f.source_types))
     if f.mode == "default":
         lifecycle = ix.col("lifecycle")[pos]
-        keep &= ~_is_one_of(lifecycle, LIFECYCLES, ["superseded", "archived"])
+        hidden = _is_one_of(lifecycle, LIFECYCLES, ["superseded", "archived"])
+        if f.knowledge_at is not None:
+            # An updated memory's old version (superseded, valid_to = the update time) is
+            # what was known at a ``knowledge_at`` before the update.
+            ended = ix.col("valid_to")[pos]
+            known_then = (lifecycle == LIFECYCLES.index("superseded")) & (ended != NO_TIME)
+            hidden &= ~(known_then & (ended > to_us(f.knowledge_at)))
+        keep &= ~hidden
         epistemic = ix.col("epistemic")[pos]
         conditional = epistemic == EPISTEMIC.index("conditional")
         keep &= ~conditional | (ix.col("condition")[pos] == CONDITIONS.index("true"))

@@ -7,9 +7,9 @@ recorded candidate's score from its trace (scalar, bit-identical). Callers look 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +22,19 @@ from prme.retrieval.scoring import (
     FloatArray,
     rrf_score,
     rrf_scores,
-    weighted_score,
+    trace_columns,
     weighted_scores,
 )
+
+
+class Replayable(Protocol):
+    """What replay reads of a recorded candidate (``ReceiptCandidate``)."""
+
+    @property
+    def trace(self) -> ScoreTrace: ...
+
+    @property
+    def rank_fusion(self) -> RankFusionTrace | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +66,8 @@ class FusionMethod:
     # What ``min_score`` is compared with: the score, or the semantic relevance.
     min_score_on: Literal["score", "semantic_relevance"]
     fuse: Callable[[dict[str, FloatArray], FusionContext, ScoringWeights, ScoringWeights], Fused]
-    replay: Callable[[ScoreTrace, RankFusionTrace | None, ScoringWeights, ScoringWeights], float]
+    # Every recorded candidate's score from its trace (vectorized where the formula allows).
+    replay: Callable[[Sequence[Replayable], ScoringWeights, ScoringWeights], list[float]]
 
 
 def _fuse_weighted(
@@ -69,12 +80,9 @@ def _fuse_weighted(
 
 
 def _replay_weighted(
-    trace: ScoreTrace,
-    fusion: RankFusionTrace | None,
-    base: ScoringWeights,
-    applied: ScoringWeights,
-) -> float:
-    return weighted_score(trace, applied)
+    candidates: Sequence[Replayable], base: ScoringWeights, applied: ScoringWeights
+) -> list[float]:
+    return weighted_scores(trace_columns([c.trace for c in candidates]), applied)
 
 
 def _fuse_rrf(
@@ -113,12 +121,10 @@ def _fuse_rrf(
 
 
 def _replay_rrf(
-    trace: ScoreTrace,
-    fusion: RankFusionTrace | None,
-    base: ScoringWeights,
-    applied: ScoringWeights,
-) -> float:
-    return 0.0 if fusion is None else rrf_score(fusion, base.rrf_k or 60)
+    candidates: Sequence[Replayable], base: ScoringWeights, applied: ScoringWeights
+) -> list[float]:
+    k = base.rrf_k or 60
+    return [0.0 if c.rank_fusion is None else rrf_score(c.rank_fusion, k) for c in candidates]
 
 
 FUSION_METHODS: dict[str, FusionMethod] = {

@@ -58,6 +58,7 @@ NUMERIC_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("reinforcement_boost", np.float64),
     ("pinned", np.bool_),
     ("ttl_days", np.int64),  # NO_TTL when the memory never expires
+    ("doc_len", np.int64),  # the memory's token count in the lexical index (BM25's D)
 )
 
 

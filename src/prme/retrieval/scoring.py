@@ -1,8 +1,10 @@
-"""The scoring formulas, scalar (replay) and vectorized (retrieval), with identical arithmetic.
+"""The scoring formulas, each defined once.
 
-Both forms evaluate the same IEEE-754 operations in the same order, so a score computed by
-retrieval is reproduced bit for bit by replaying its trace. Rounding always uses Python's
-``round(x, 10)`` (numpy's rounding differs in the last place).
+The weighted formula is :func:`weighted_scores` (vectorized; :func:`weighted_score` is that
+function on one trace), so a score computed by retrieval is reproduced bit for bit by replaying
+its trace. :class:`FactoredWeighted` is the same formula factored for fitting multipliers
+(float form, no rounding). Rounding always uses Python's ``round(x, 10)`` (numpy's rounding
+differs in the last place).
 """
 
 from __future__ import annotations
@@ -14,52 +16,65 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
-from prme.models.scoring import ScoringWeights
+from prme.models.scoring import ADDITIVE_FEATURES, ScoringWeights
 from prme.models.trace import RankFusionTrace, ScoreTrace
 
 FloatArray = npt.NDArray[np.float64]
 RankingPolicy = Literal["score_path_id"]
 TIE_BREAK_SCALE = 1e-11
+# The trace column each additive weight multiplies, in ADDITIVE_FEATURES order.
+ADDITIVE_COLUMNS: tuple[str, ...] = tuple(
+    {
+        "semantic": "semantic_similarity",
+        "lexical": "lexical_relevance",
+        "graph": "graph_proximity",
+        "recency": "recency_factor",
+        "salience": "salience",
+        "confidence": "confidence",
+    }[name]
+    for name in ADDITIVE_FEATURES
+)
+
+
+# Every trace column the weighted formula reads.
+WEIGHTED_COLUMNS: tuple[str, ...] = (
+    *ADDITIVE_COLUMNS,
+    "epistemic_weight",
+    "temporal_affinity",
+    "node_type_boost",
+)
 
 
 def weighted_score(trace: ScoreTrace, weights: ScoringWeights) -> float:
-    """Formula 1 (weighted), reference §B.5 steps 3–8.
+    """:func:`weighted_scores` of one trace (the same arithmetic: it is that function)."""
+    return weighted_scores(trace_columns([trace]), weights)[0]
 
-    ``additive = Σ w_f·x_f`` over semantic, lexical, graph, recency, salience, confidence;
-    ``score = additive × epistemic_weight (+ temporal_boost × temporal_affinity) × node_type_boost``;
-    capped at ``semantic + lexical`` when that sum is below ``relevance_floor``; rounded to 10 places.
-    """
-    w = weights
-    t = trace
-    score = (
-        w.w_semantic * t.semantic_similarity
-        + w.w_lexical * t.lexical_relevance
-        + w.w_graph * t.graph_proximity
-        + w.w_recency * t.recency_factor
-        + w.w_salience * t.salience
-        + w.w_confidence * t.confidence
-    ) * t.epistemic_weight
-    if t.temporal_affinity != 0.0:
-        score = score + w.temporal_boost * t.temporal_affinity
-    score = score * t.node_type_boost
-    relevance = t.semantic_similarity + t.lexical_relevance
-    if w.relevance_floor > 0.0 and relevance < w.relevance_floor:
-        score = min(score, relevance)
-    return round(score, 10)
+
+def trace_columns(traces: Sequence[ScoreTrace]) -> dict[str, FloatArray]:
+    """The weighted formula's columns of ``traces``, keyed by ScoreTrace field name."""
+    return {
+        name: np.asarray([getattr(t, name) for t in traces], dtype=np.float64)
+        for name in WEIGHTED_COLUMNS
+    }
 
 
 def weighted_scores(features: dict[str, FloatArray], weights: ScoringWeights) -> list[float]:
-    """Vectorized :func:`weighted_score` over arrays keyed by ScoreTrace field names."""
+    """Formula 1 (weighted), reference §B.5 steps 3–8, over arrays keyed by ScoreTrace names.
+
+    ``additive = Σ w_f·x_f`` over ADDITIVE_FEATURES (semantic, lexical, graph, recency,
+    salience, confidence), summed left to right;
+    ``score = additive × epistemic_weight (+ temporal_boost × temporal_affinity) × node_type_boost``;
+    capped at ``semantic + lexical`` when that sum is below ``relevance_floor``; each score
+    rounded to 10 places by Python's ``round`` (numpy's rounding differs in the last place).
+    """
     w = weights
     f = features
-    score = (
-        w.w_semantic * f["semantic_similarity"]
-        + w.w_lexical * f["lexical_relevance"]
-        + w.w_graph * f["graph_proximity"]
-        + w.w_recency * f["recency_factor"]
-        + w.w_salience * f["salience"]
-        + w.w_confidence * f["confidence"]
-    ) * f["epistemic_weight"]
+    additive = zip(w.additive(), ADDITIVE_COLUMNS, strict=True)
+    first_weight, first_column = next(additive)
+    score = first_weight * f[first_column]
+    for weight, column in additive:
+        score = score + weight * f[column]
+    score = score * f["epistemic_weight"]
     affinity = f["temporal_affinity"]
     score = np.where(affinity != 0.0, score + w.temporal_boost * affinity, score)
     score = score * f["node_type_boost"]
@@ -176,3 +191,45 @@ def rrf_scores(
             score = score - tie * TIE_BREAK_SCALE
         scores.append(score)
     return scores
+
+
+class FactoredWeighted:
+    """The weighted formula factored for fitting multipliers ``m`` to many candidates at once.
+
+    With ``w = w0⊙m / Σ(w0⊙m)`` (:func:`prme.models.scoring.adjusted_weights`), the weighted
+    formula's float form (no final rounding) is
+    ``s(m) = (Σ_f a_f·m_f) / (Σ_f w0_f·m_f) + offset`` with ``a_f = x_f·w0_f·epistemic·boost``
+    and ``offset = temporal_boost·affinity·boost``, capped at ``semantic + lexical`` below the
+    relevance floor. ``a`` and ``w0`` are computed once; each evaluation costs one pass over the
+    additive features, summed left to right (no BLAS: the same bits on every machine).
+
+    Args:
+        columns: trace columns by ScoreTrace field name (every additive column, epistemic_weight,
+            temporal_affinity, node_type_boost), one entry per candidate.
+        formulas: each candidate's ``ScoringWeights.formula()`` as rows of a matrix (the additive
+            weights in ADDITIVE_FEATURES order, then temporal_boost and relevance_floor).
+    """
+
+    def __init__(self, columns: dict[str, FloatArray], formulas: FloatArray) -> None:
+        width = len(ADDITIVE_FEATURES)
+        w0 = formulas[:, :width]
+        temporal_boost, floor = formulas[:, width], formulas[:, width + 1]
+        boost = columns["node_type_boost"]
+        scale = columns["epistemic_weight"] * boost
+        self.numerator = [columns[c] * w0[:, j] * scale for j, c in enumerate(ADDITIVE_COLUMNS)]
+        self.denominator = [w0[:, j] for j in range(width)]
+        affinity = columns["temporal_affinity"]
+        self.offset = np.where(affinity != 0.0, temporal_boost * affinity, 0.0) * boost
+        self.relevance = columns["semantic_similarity"] + columns["lexical_relevance"]
+        self.capped = (floor > 0.0) & (self.relevance < floor)
+
+    def scores(self, multipliers: Sequence[float]) -> FloatArray:
+        """``s(m)`` for every candidate (multipliers in ADDITIVE_FEATURES order)."""
+        m = list(multipliers)
+        numerator = self.numerator[0] * m[0]
+        denominator = self.denominator[0] * m[0]
+        for j in range(1, len(m)):
+            numerator = numerator + self.numerator[j] * m[j]
+            denominator = denominator + self.denominator[j] * m[j]
+        scores: FloatArray = numerator / denominator + self.offset
+        return np.where(self.capped, np.minimum(scores, self.relevance), scores)

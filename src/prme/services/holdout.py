@@ -83,7 +83,10 @@ def evaluate(
         InvalidInputError: every rule of :func:`prme.learning.gate2.evaluate_full_retrieval`;
             also a request id used twice ("request_ids must be unique"), a receipt that is
             missing or owned by someone else ("references a missing receipt"), and a content
-            write since the holdout retrievals (field ``pack.write_seq``).
+            write to the owner's memories since the holdout retrievals (field
+            ``pack.write_seq``; receipts of schema 1 recorded the pack-wide sequence, so for
+            them any content write counts). Other owners' writes never block: they cannot
+            change this owner's retrievals.
         IntegrityError: a stored receipt or report failed its checksum.
     """
     owner = require_owner(user_id)
@@ -109,6 +112,7 @@ def evaluate(
     store = engine.store
     with store.read_snapshot() as current:
         digest = store.pack_digest()
+        owner_seq = store.owner_write_seq(owner)
     report = gate2.evaluate_full_retrieval(
         loaded,
         parsed,
@@ -122,11 +126,15 @@ def evaluate(
         pack_digest=digest,
         proposal_groups=proposal_groups(engine, owner, proposal_input_checksum),
     )
-    if (report.pack_id, report.write_seq) != (current.pack_id, current.write_seq):
+    # The receipts' sequence is the owner's (schema 2) or the pack's (schema 1); gate 2 made
+    # sure they all count alike. An unchanged owner sequence means the owner's memories, all
+    # that the owner's retrievals read, are what the receipts saw.
+    now = owner_seq if loaded[0].schema_version >= 2 else current.write_seq
+    if (report.pack_id, report.write_seq) != (current.pack_id, now):
         raise InvalidInputError(
             "pack.write_seq",
             f"{gate2.FROZEN_PACK}: the receipts saw content write sequence {report.write_seq} "
-            f"but the pack is now at {current.write_seq}, so pack_digest would not describe them",
+            f"but it is now at {now}, so pack_digest would not describe them",
         )
     attested = reports.attest_and_persist(engine, REPORT_OP, owner, report.input_checksum, report)
     return attested

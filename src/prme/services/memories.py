@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import json
 import math
+import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -15,10 +17,11 @@ from pydantic import ValidationError
 
 from prme.canonical import canonical_json
 from prme.engine import Engine
-from prme.errors import InvalidInputError
+from prme.errors import InvalidInputError, NotFoundError
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
+    LifecycleState,
     NodeType,
     Scope,
     SourceType,
@@ -230,17 +233,30 @@ def build_node(
         raise InvalidInputError(field, err["msg"]) from None
 
 
+def _features(
+    engine: Engine, nodes: Sequence[MemoryNode]
+) -> tuple[np.ndarray[Any, Any], list[list[str]]]:
+    """Vectors and entity names of ``nodes`` (computed before any write lock is taken)."""
+    engine.check_embedder()
+    vectors = engine.embedder.embed([n.content for n in nodes])
+    entities = [extract_entities(n.content, (n.metadata or {}).get("entities")) for n in nodes]
+    return vectors, entities
+
+
 def store_nodes(engine: Engine, nodes: Sequence[MemoryNode]) -> None:
     """Embed and write a batch in one transaction (bumps the content write sequence once)."""
     if not nodes:
         return
-    engine.check_embedder()
-    vectors = engine.embedder.embed([n.content for n in nodes])
-    entities = [extract_entities(n.content, (n.metadata or {}).get("entities")) for n in nodes]
+    vectors, entities = _features(engine, nodes)
     # One write transaction: binding the pack's embedder (first write) and the batch itself.
     with engine.store.serialized("memories"):
         engine.store.bind_embedder(engine.embedder.identity.model_dump(mode="json"))
         engine.store.insert_memories(nodes, vectors, entities)
+
+
+def normalize_content(text: str) -> str:
+    """The form duplicate detection compares: NFKC, whitespace runs collapsed, case folded."""
+    return " ".join(unicodedata.normalize("NFKC", text).split()).casefold()
 
 
 STORE_FIELDS = frozenset(inspect.signature(build_node).parameters) - {"content", "now", "event_id"}
@@ -252,11 +268,28 @@ def _known_fields(fields: Mapping[str, Any], prefix: str = "") -> None:
         raise InvalidInputError(f"{prefix}{name}", f"unknown memory field (valid: {valid})")
 
 
-def store(engine: Engine, content: str, **fields: Any) -> StoreReceipt:
+def store(engine: Engine, content: str, *, dedupe: bool = False, **fields: Any) -> StoreReceipt:
+    """Store one memory. ``dedupe``: when the owner already has a current (not superseded)
+    memory in the same scope whose :func:`normalize_content` equals this one's, write nothing
+    and return that memory's id with ``duplicate=True`` (checked inside the write lock)."""
+    if not isinstance(dedupe, bool):
+        raise InvalidInputError("dedupe", "must be true or false", dedupe)
     _known_fields(fields)
     event_id = uuid.uuid4()
     node = build_node(content, now=engine.clock(), event_id=event_id, **fields)
-    store_nodes(engine, [node])
+    if not dedupe:
+        store_nodes(engine, [node])
+        return StoreReceipt(event_id=event_id, node_id=node.id)
+    vectors, entities = _features(engine, [node])
+    wanted = normalize_content(node.content)
+    with engine.store.serialized("memories"):
+        for existing_id, existing in engine.store.current_contents(node.user_id, node.scope):
+            if normalize_content(existing) == wanted:
+                return StoreReceipt(
+                    event_id=node.evidence_refs[0], node_id=uuid.UUID(existing_id), duplicate=True
+                )
+        engine.store.bind_embedder(engine.embedder.identity.model_dump(mode="json"))
+        engine.store.insert_memories([node], vectors, entities)
     return StoreReceipt(event_id=event_id, node_id=node.id)
 
 
@@ -287,7 +320,7 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
     return [str(n.id) for n in nodes]
 
 
-def _record(node: MemoryNode, clock_us: int) -> MemoryRecord:
+def _record(node: MemoryNode, clock_us: int, links: Mapping[str, uuid.UUID]) -> MemoryRecord:
     """``node`` with whether its TTL has run out by ``clock_us`` (the retrieval rule)."""
     stated = stated_time(node)
     ttl = NO_TTL if node.ttl_days is None else node.ttl_days
@@ -296,13 +329,15 @@ def _record(node: MemoryNode, clock_us: int) -> MemoryRecord:
     if node.ttl_days is not None:
         with suppress(OverflowError):  # after 9999-12-31: never within a datetime's range
             expires_at = stated + timedelta(days=node.ttl_days)
-    return MemoryRecord(**dict(node), expires_at=expires_at, expired=bool(expired[0]))
+    return MemoryRecord(
+        **dict(node), expires_at=expires_at, expired=bool(expired[0]), **links
+    )
 
 
 def get(engine: Engine, node_id: object, *, user_id: str) -> MemoryRecord | None:
     """The owner's memory (saying whether it has expired at the engine's clock), or None."""
     node = engine.store.get_memory(require_owner(user_id), str(require_uuid(node_id, "node_id")))
-    return None if node is None else _record(node, to_us(engine.clock()))
+    return None if node is None else _record(node, to_us(engine.clock()), _links(engine, node))
 
 
 def list_memories(
@@ -321,8 +356,107 @@ def list_memories(
         require_owner(user_id), normalize_scope(scope), require_page_limit(limit), after
     )
     clock_us = to_us(engine.clock())
-    return [_record(node, clock_us) for node in nodes]
+    return [_record(node, clock_us, _links(engine, node)) for node in nodes]
 
 
 def delete(engine: Engine, node_id: object, *, user_id: str) -> bool:
+    """Delete the owner's memory (a content write: the write sequence moves, so a frozen
+    holdout notices). Receipts keep their traces and still replay; version links stay."""
     return engine.store.delete_memory(require_owner(user_id), str(require_uuid(node_id, "node_id")))
+
+
+# ------------------------------------------------------------------------ versions (update)
+VERSION_OP = "memory_version"  # target: the new version; payload names the one it replaced
+SUPERSEDED_OP = "memory_superseded"  # target: the old version; payload names its successor
+UPDATE_FIELDS = (STORE_FIELDS | {"content"}) - {"user_id", "valid_from"}
+_CARRIED = (
+    "scope",
+    "node_type",
+    "session_id",
+    "role",
+    "metadata",
+    "epistemic_type",
+    "source_type",
+    "event_time",
+    "pinned",
+    "ttl_days",
+)
+
+
+def _links(engine: Engine, node: MemoryNode) -> dict[str, uuid.UUID]:
+    """``supersedes``/``superseded_by`` of ``node`` from the version records of its owner."""
+    links: dict[str, uuid.UUID] = {}
+    for op_type, key in ((VERSION_OP, "supersedes"), (SUPERSEDED_OP, "superseded_by")):
+        if key == "superseded_by" and node.lifecycle_state is not LifecycleState.SUPERSEDED:
+            continue
+        for op in engine.store.find_ops(op_type, node.user_id, str(node.id)):
+            links[key] = uuid.UUID(json.loads(op.payload)[key])
+    return links
+
+
+def update(engine: Engine, node_id: object, *, user_id: str, **changes: Any) -> MemoryRecord:
+    """Supersede the owner's memory with a new version and return the new version.
+
+    The new version copies the old one's fields (confidence and salience as stored at first,
+    ``valid_to`` only when still ahead), overridden by ``changes`` (a ``None`` takes the
+    store-time default); it is valid from now. In the same transaction the old version gets
+    ``valid_to`` = now and lifecycle ``superseded`` (it leaves retrieval, except for
+    ``knowledge_at`` queries before now), and two version records link both ways. Receipts
+    that returned the old version still replay.
+
+    Raises:
+        NotFoundError: no such memory of this owner.
+        InvalidInputError: no change, an unknown or unchangeable field, a bad value, or the
+            memory was already superseded (update its latest version).
+    """
+    owner = require_owner(user_id)
+    old_id = str(require_uuid(node_id, "node_id"))
+    for name in sorted(set(changes) - UPDATE_FIELDS):
+        valid = ", ".join(sorted(UPDATE_FIELDS))
+        raise InvalidInputError(name, f"cannot be updated (valid: {valid})")
+    if not changes:
+        raise InvalidInputError("changes", "give at least one field to change")
+    old = engine.store.get_memory(owner, old_id)
+    if old is None:
+        raise NotFoundError("Memory", old_id)
+    if old.lifecycle_state is LifecycleState.SUPERSEDED:
+        latest = _links(engine, old).get("superseded_by")
+        raise InvalidInputError(
+            "node_id", f"memory {old_id} was superseded by {latest}; update that version"
+        )
+    now = engine.clock()
+    fields: dict[str, Any] = {name: getattr(old, name) for name in _CARRIED}
+    fields["confidence"] = old.confidence_base
+    fields["salience"] = old.salience_base
+    fields["content"] = old.content
+    if old.valid_to is not None and old.valid_to > now:
+        fields["valid_to"] = old.valid_to
+    fields.update(changes)
+    event_id = uuid.uuid4()
+    node = build_node(
+        fields.pop("content"), user_id=owner, now=now, event_id=event_id, **fields
+    )
+    vectors, entities = _features(engine, [node])
+    at_us = to_us(now)
+    with engine.store.serialized("memories"):
+        if not engine.store.supersede_memory(owner, old_id, at_us):  # moved concurrently
+            raise InvalidInputError("node_id", f"memory {old_id} was changed concurrently; retry")
+        engine.store.insert_memories([node], vectors, entities)
+        new_id = str(node.id)
+        for op_type, target, payload in (
+            (VERSION_OP, new_id, {"node_id": new_id, "supersedes": old_id}),
+            (SUPERSEDED_OP, old_id, {"node_id": old_id, "superseded_by": new_id}),
+        ):
+            engine.store.append_op(
+                op_id=f"{op_type}:{target}",
+                op_type=op_type,
+                user_id=owner,
+                target_id=target,
+                namespace=None,
+                created_at_us=at_us,
+                payload=canonical_json({**payload, "at": now.isoformat()}),
+            )
+    record = get(engine, node.id, user_id=owner)
+    if record is None:  # deleted by another writer since this transaction committed
+        raise NotFoundError("Memory", node.id)
+    return record

@@ -20,10 +20,12 @@ from pydantic import ValidationError
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError, NotFoundError
-from prme.learning.gate1 import Judgment
+from prme.learning.snapshot import Judgment
 from prme.models.evidence import JudgmentEvidence
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import (
+    RANK_FUSION_WARNING,
+    RecordedRelevance,
     RelevanceRecord,
     RelevanceSubmission,
 )
@@ -148,14 +150,22 @@ def record_relevance(
         if inserted:
             append(evidence_op_id(op_id), EVIDENCE_OP, canonical_json(evidence))
     if inserted:
-        return record
+        return _warned(record, receipt)
     stored_op = engine.store.get_op(op_id)
     if stored_op is None:  # pragma: no cover - the insert was refused, so the row exists
         raise IntegrityError(f"relevance record {parsed.feedback_id} vanished")
     stored = parse_record(stored_op, owner)
     if not stored.matches(parsed) or stored.receipt_checksum != record.receipt_checksum:
         raise InvalidInputError("feedback_id", DIFFERENT_JUDGMENT, str(parsed.feedback_id))
-    return stored
+    return _warned(stored, receipt)
+
+
+def _warned(record: RelevanceRecord, receipt: RetrievalReceipt) -> RelevanceRecord:
+    """``record``, as a RecordedRelevance carrying ``warnings`` when its receipt calls for
+    any (rank fusion: gate 1 excludes the judgment); unchanged otherwise."""
+    if receipt.scoring.fusion != "rrf":
+        return record
+    return RecordedRelevance(**dict(record), warnings=(RANK_FUSION_WARNING,))
 
 
 def get_relevance(engine: Engine, feedback_id: object, *, user_id: str) -> RelevanceRecord | None:

@@ -288,6 +288,7 @@ def retrieve(
     t0 = time.perf_counter()
     store = engine.store
     with store.read_snapshot() as pack_identity:
+        owner_write_seq = store.owner_write_seq(owner)  # the receipt's (schema 2)
         ix = store.owner_index(owner)
         if ix is None:  # nothing stored yet in this pack
             ix = OwnerIndex(engine.embedder.identity.dimension)
@@ -529,7 +530,7 @@ def retrieve(
         ranking_multipliers=multipliers,
         packing=packing_config,
         context_sha256=sha256_hex(packed.rendered_context),
-        pack=PackIdentity(pack_id=pack_identity.pack_id, write_seq=pack_identity.write_seq),
+        pack=PackIdentity(pack_id=pack_identity.pack_id, write_seq=owner_write_seq),
         execution=RetrievalExecution(
             inputs=inputs, outcomes=outcomes, features=engine.feature_identity()
         ),

@@ -66,7 +66,22 @@ class Store(Protocol):
 
     def bind_embedder(self, identity: dict[str, Any]) -> None: ...
 
-    # content writes (each bumps the content write sequence)
+    def owner_write_seq(self, user_id: str) -> int:
+        """The owner's content write sequence (0 before the owner's first content write):
+        bumped in the transaction of every content write to the owner's memories, and
+        consistent with :meth:`read_snapshot` when read inside one."""
+        ...
+
+    def pack_settings(self) -> dict[str, Any] | None:
+        """The retrieval settings recorded with the pack (services/pack_settings.py), or None."""
+        ...
+
+    def record_settings(self, settings: dict[str, Any], *, bump: bool) -> None:
+        """Record the pack's settings; ``bump``: a change of a pack in use (a content write
+        moving the write sequence), not the recording that creates the pack."""
+        ...
+
+    # content writes (each bumps the pack's and the owners' content write sequences)
     def insert_memories(
         self,
         nodes: Sequence[MemoryNode],
@@ -75,6 +90,13 @@ class Store(Protocol):
     ) -> None: ...
 
     def delete_memory(self, user_id: str, node_id: str) -> bool: ...
+
+    def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
+        """End a current memory (``valid_to``, lifecycle ``superseded``); False when it is
+        missing, another owner's or already superseded."""
+        ...
+
+    def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]: ...
 
     # memory reads
     def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None: ...

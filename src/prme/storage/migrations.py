@@ -243,6 +243,56 @@ def _v2(conn: Conn, s: str, v: str) -> None:
     )
 
 
+def lexical_statistics_rebuild(prefix: str = "") -> tuple[str, ...]:
+    """Statements that recompute every owner's BM25 statistics from the stored memories
+    (``prefix`` is ``"schema."`` outside the pack's ``search_path``)."""
+    p = prefix
+    return (
+        f"DELETE FROM {p}owner_lexemes",
+        f"""INSERT INTO {p}owner_lexemes(user_id, lexeme, df)
+            SELECT m.user_id, l.lexeme, COUNT(*) FROM {p}memories m,
+            pg_catalog.unnest(pg_catalog.tsvector_to_array(m.tsv)) AS l(lexeme)
+            GROUP BY m.user_id, l.lexeme""",
+        f"DELETE FROM {p}owner_lexical_stats",
+        f"""INSERT INTO {p}owner_lexical_stats(user_id, n_docs, n_tokens)
+            SELECT user_id, COUNT(*), COALESCE(SUM(doc_len), 0) FROM {p}memories
+            GROUP BY user_id""",
+    )
+
+
+def _v3(conn: Conn, s: str, v: str) -> None:
+    """Per-owner BM25 statistics: an owner's lexical scores depend on the owner's memories only
+    (the pack-wide ``lexemes`` and ``lexical_stats`` are replaced, and rebuilt per owner)."""
+    del v
+    statements = [
+        f"""CREATE TABLE {s}.owner_lexemes (
+            user_id text COLLATE "C" NOT NULL,
+            lexeme text COLLATE "C" NOT NULL,
+            df bigint NOT NULL,
+            PRIMARY KEY (user_id, lexeme))""",
+        f"""CREATE TABLE {s}.owner_lexical_stats (
+            user_id text COLLATE "C" PRIMARY KEY,
+            n_docs bigint NOT NULL,
+            n_tokens bigint NOT NULL)""",
+        *lexical_statistics_rebuild(f"{s}."),
+        f"DROP TABLE {s}.lexemes",
+        f"DROP TABLE {s}.lexical_stats",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+
+
+def _v4(conn: Conn, s: str, v: str) -> None:
+    """Per-owner content write sequences: an owner's receipts and frozen-pack check follow the
+    owner's own content writes only (``meta.write_seq`` stays pack-wide)."""
+    del v
+    conn.execute(
+        f"""CREATE TABLE {s}.owner_sequences (
+            user_id text COLLATE "C" PRIMARY KEY,
+            write_seq bigint NOT NULL)"""
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: ``apply(conn, schema, vector_schema)`` inside the upgrade transaction."""
@@ -255,6 +305,8 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1),
     Migration(2, "receipt retention", _v2),
+    Migration(3, "per-owner lexical statistics", _v3),
+    Migration(4, "per-owner content write sequences", _v4),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -4,7 +4,8 @@ It keeps the SQLite pack's tables and semantics (``storage/sqlite.py``), so the 
 tell them apart except through the feature identity (``storage: postgres``, ``lexical``):
 
 - **Pack identity** in ``meta``: pack id, attestation secret, content write and delete
-  sequences, the bound embedder. Every content write bumps ``write_seq`` in its own transaction.
+  sequences, the bound embedder. Every content write bumps ``write_seq`` in its own transaction,
+  and each written owner's sequence in ``owner_sequences`` (what an owner's receipts record).
 - **Memories, vectors, entity links** in tables; vectors are pgvector ``vector(d)`` (typed when
   the pack's embedder is bound). Vector search is **exact** cosine in the in-process
   :class:`OwnerIndex`, refreshed incrementally from ``write_seq`` exactly as on SQLite (the
@@ -14,7 +15,10 @@ tell them apart except through the feature identity (``storage: postgres``, ``le
 - **Lexical search**: a ``tsvector`` and token count derived from the content on insert (a
   trigger), a GIN index that always goes first (as FTS5's MATCH does), and BM25 computed in SQL
   with FTS5's formula (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)), non-positive idf → 1e-6)
-  and FTS5's statistics (pack-wide document count, document frequency per term, token counts).
+  and FTS5's statistics taken over the owner's memories only (document count, token total and
+  document frequency per term, kept per owner in ``owner_lexical_stats`` and ``owner_lexemes``
+  and updated in the content write's transaction), so another owner's content never changes
+  an owner's scores.
   Raw scores equal SQLite's wherever both analyzers produce the same tokens. Known differences:
   Snowball English (Porter2) stems instead of Porter, diacritics are removed through NFD rather
   than unicode61's tables, and PostgreSQL keeps at most 256 positions per lexeme (term
@@ -54,10 +58,17 @@ from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from prme.canonical import canonical_bytes, canonical_json, sha256_hex
-from prme.errors import FrozenPackError, IntegrityError, InvalidInputError, StorageUnavailableError
+from prme.errors import (
+    FrozenPackError,
+    IntegrityError,
+    InvalidInputError,
+    PackNotFoundError,
+    StorageUnavailableError,
+)
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage.base import OpHead, OpRecord
 from prme.storage.migrations import (
@@ -75,9 +86,7 @@ from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
 from prme.storage.rows import node_values
 from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
 
-BM25_K1 = 1.2
 RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
-BM25_B = 0.75
 _MEMORY_COLUMNS = (
     "rowid, id, user_id, scope, node_type, content, content_sha256, metadata, condition_state,"
     " session_id, role, created_at, updated_at, event_time, valid_from, valid_to, confidence,"
@@ -136,12 +145,6 @@ def _verified(row: Sequence[Any]) -> OpRecord:
     return record
 
 
-def bm25_idf(n_docs: int, df: int) -> float:
-    """FTS5's idf: ``ln((N - n + 0.5) / (n + 0.5))``, with non-positive values raised to 1e-6."""
-    idf = math.log((n_docs - df + 0.5) / (df + 0.5))
-    return idf if idf > 0.0 else 1e-6
-
-
 class PostgresStore:
     """A memory pack in one PostgreSQL schema, shared by any number of processes.
 
@@ -178,6 +181,7 @@ class PostgresStore:
         timeout: float = 10.0,
         upgrade: bool = True,
         synchronous_commit: str = "off",
+        create: bool = True,
     ) -> None:
         if synchronous_commit not in _SYNCHRONOUS_COMMIT:
             raise InvalidInputError(
@@ -200,6 +204,9 @@ class PostgresStore:
             self._guard(),
             psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout) as conn,
         ):
+            self.created = not applied_versions(conn, self.schema)
+            if self.created and not create:
+                raise PackNotFoundError(self.storage_name)
             if upgrade:
                 upgrade_connection(conn, self.schema)
             if LATEST_VERSION not in applied_versions(conn, self.schema):
@@ -237,7 +244,7 @@ class PostgresStore:
         return {
             "backend": "postgres-tsvector-bm25",
             "tokenizer": "nfd-strip-marks alnum-split snowball-english no-stopwords",
-            "bm25": {"k1": BM25_K1, "b": BM25_B, "idf": "fts5"},
+            "bm25": {"k1": BM25_K1, "b": BM25_B, "idf": "fts5", "statistics": "owner"},
             "normalization": "minmax",
         }
 
@@ -394,6 +401,19 @@ class PostgresStore:
         )
         return int(rows["write_seq"]), int(rows["delete_seq"])
 
+    def _bump_owners(self, conn: Conn, user_ids: set[str]) -> None:
+        self._run(
+            conn,
+            "INSERT INTO owner_sequences(user_id, write_seq) SELECT u, 1 FROM unnest(%s::text[])"
+            " AS u ORDER BY u ON CONFLICT (user_id)"
+            " DO UPDATE SET write_seq = owner_sequences.write_seq + 1",
+            (sorted(user_ids),),
+        )
+
+    def owner_write_seq(self, user_id: str) -> int:
+        row = self._fetchone("SELECT write_seq FROM owner_sequences WHERE user_id = %s", (user_id,))
+        return 0 if row is None else int(row[0])
+
     def _bump(self, conn: Conn, *keys: str) -> None:
         self._local.sequences = None
         self._run(
@@ -434,6 +454,25 @@ class PostgresStore:
                 )
                 self._type_vectors(conn, identity)
                 self._bump(conn, "write_seq")
+
+    def pack_settings(self) -> dict[str, Any] | None:
+        row = self._fetchone("SELECT value FROM meta WHERE key = 'settings'")
+        return None if row is None else dict(json.loads(row[0]))
+
+    def record_settings(self, settings: dict[str, Any], *, bump: bool) -> None:
+        self._refuse_if_frozen("configure")
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            self._run(
+                conn,
+                "INSERT INTO meta(key, value) VALUES ('settings', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (canonical_json(settings),),
+            )
+            if bump:
+                # Settings change every owner's retrievals: every owner's sequence moves too.
+                self._bump(conn, "write_seq")
+                self._run(conn, "UPDATE owner_sequences SET write_seq = write_seq + 1")
 
     def _type_vectors(self, conn: Conn, identity: dict[str, Any] | None) -> None:
         dimension = (identity or {}).get("dimension")
@@ -507,6 +546,7 @@ class PostgresStore:
                 self._bulk(conn, "entities", "user_id, name, memory_rowid", list(links), small)
                 self._count_lexemes(conn, first, last, +1)
                 self._bump(conn, "write_seq")
+                self._bump_owners(conn, {node.user_id for node in nodes})
 
     def _bulk(
         self, conn: Conn, table: str, columns: str, rows: Sequence[Sequence[Any]], small: bool
@@ -532,24 +572,33 @@ class PostgresStore:
                 copy.write_row(row)
 
     def _count_lexemes(self, conn: Conn, first: int, last: int, sign: int) -> None:
-        """Add (or remove) the documents ``first..last`` to the BM25 statistics."""
+        """Add (or remove) the documents ``first..last`` to their owners' BM25 statistics."""
         self._run(
             conn,
-            "INSERT INTO lexemes(lexeme, df)"
-            " SELECT l.lexeme, %s * COUNT(*) FROM memories m,"
-            " unnest(tsvector_to_array(m.tsv)) AS l(lexeme)"
-            " WHERE m.rowid BETWEEN %s AND %s GROUP BY l.lexeme ORDER BY l.lexeme"
-            " ON CONFLICT (lexeme) DO UPDATE SET df = lexemes.df + EXCLUDED.df",
+            "INSERT INTO owner_lexemes(user_id, lexeme, df)"
+            " SELECT m.user_id, l.lexeme, %s * COUNT(*) FROM memories m,"
+            " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) WHERE m.rowid BETWEEN %s AND %s"
+            " GROUP BY m.user_id, l.lexeme ORDER BY m.user_id, l.lexeme"
+            " ON CONFLICT (user_id, lexeme) DO UPDATE SET df = owner_lexemes.df + EXCLUDED.df",
             (sign, first, last),
         )
         self._run(
             conn,
-            "UPDATE lexical_stats SET n_docs = n_docs + %s * s.docs,"
-            " n_tokens = n_tokens + %s * s.tokens FROM (SELECT COUNT(*) AS docs,"
-            " COALESCE(SUM(doc_len), 0) AS tokens FROM memories"
-            " WHERE rowid BETWEEN %s AND %s) AS s WHERE id = 1",
+            "INSERT INTO owner_lexical_stats(user_id, n_docs, n_tokens)"
+            " SELECT user_id, %s * COUNT(*), %s * COALESCE(SUM(doc_len), 0) FROM memories"
+            " WHERE rowid BETWEEN %s AND %s GROUP BY user_id ORDER BY user_id"
+            " ON CONFLICT (user_id) DO UPDATE SET"
+            " n_docs = owner_lexical_stats.n_docs + EXCLUDED.n_docs,"
+            " n_tokens = owner_lexical_stats.n_tokens + EXCLUDED.n_tokens",
             (sign, sign, first, last),
         )
+        if sign < 0:
+            self._run(
+                conn,
+                "DELETE FROM owner_lexemes WHERE df = 0 AND user_id IN"
+                " (SELECT user_id FROM memories WHERE rowid BETWEEN %s AND %s)",
+                (first, last),
+            )
 
     def delete_memory(self, user_id: str, node_id: str) -> bool:
         self._refuse_if_frozen("delete")
@@ -568,7 +617,35 @@ class PostgresStore:
             self._run(conn, "DELETE FROM vectors WHERE rowid = %s", (rowid,))
             self._run(conn, "DELETE FROM memories WHERE rowid = %s", (rowid,))
             self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
         return True
+
+    def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
+        """End the owner's memory at ``ended_at_us`` and mark it ``superseded`` (as SQLite)."""
+        self._refuse_if_frozen("update")
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            cursor = self._run(
+                conn,
+                "UPDATE memories SET lifecycle_state = 'superseded', updated_at = %s,"
+                " valid_to = LEAST(COALESCE(valid_to, %s), %s)"
+                " WHERE id = %s AND user_id = %s AND lifecycle_state <> 'superseded'",
+                (ended_at_us, ended_at_us, ended_at_us, node_id, user_id),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
+        return True
+
+    def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:
+        """``(id, content)`` of the owner's memories in ``scope`` not superseded, by rowid."""
+        rows = self._fetchall(
+            "SELECT id, content FROM memories WHERE user_id = %s AND scope = %s"
+            " AND lifecycle_state <> 'superseded' ORDER BY rowid",
+            (user_id, scope.value),
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     # ------------------------------------------------------------------ memory reads
     def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:
@@ -614,7 +691,7 @@ class PostgresStore:
                     index = OwnerIndex(int(dimension))
                 rows = self._run(
                     conn,
-                    f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, v.vec FROM memories m"
+                    f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, m.doc_len, v.vec FROM memories m"
                     " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
                     " ORDER BY m.rowid",
                     (user_id, index.max_rowid),
@@ -632,7 +709,7 @@ class PostgresStore:
                     raw = b"".join(bytes(r[-1])[4:] for r in rows)
                     vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
                     index.append(
-                        [_index_row(r) for r in rows],
+                        [_index_row(r, int(r[-2])) for r in rows],
                         vectors.reshape(len(rows), int(dimension)),
                         entities,
                     )
@@ -644,7 +721,8 @@ class PostgresStore:
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
-        """BM25 over the owner's memories with FTS5's formula: ``(rowid, score)``, best first."""
+        """BM25 over the owner's memories with FTS5's formula and the owner's statistics:
+        ``(rowid, score)``, best first."""
         if not terms:
             return []
         with self._connection() as conn:
@@ -655,9 +733,11 @@ class PostgresStore:
                 " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)"
                 " CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector("
                 "'prme_english'::regconfig, prme_lexical_text(t.term)))) AS l(lexeme)"
-                " LEFT JOIN lexemes x ON x.lexeme = l.lexeme CROSS JOIN lexical_stats s"
-                " ORDER BY t.ord, l.lexeme",
-                (list(terms),),
+                " LEFT JOIN owner_lexemes x ON x.user_id = %s AND x.lexeme = l.lexeme"
+                " CROSS JOIN (SELECT COALESCE(MAX(n_docs), 0) AS n_docs,"
+                " COALESCE(MAX(n_tokens), 0) AS n_tokens FROM owner_lexical_stats"
+                " WHERE user_id = %s) AS s ORDER BY t.ord, l.lexeme",
+                (list(terms), user_id, user_id),
             ).fetchall()
             n_docs, n_tokens = (int(found[0][3]), int(found[0][4])) if found else (0, 0)
             if n_docs == 0 or n_tokens == 0:

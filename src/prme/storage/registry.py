@@ -20,6 +20,7 @@ class StoreOptions:
     frozen: bool = False
     tracer: Tracer | None = None
     busy_timeout_ms: int = 10000
+    create: bool = True  # False: a missing pack is a PackNotFoundError, never created
 
 
 def _sqlite(options: StoreOptions) -> Store:
@@ -28,6 +29,7 @@ def _sqlite(options: StoreOptions) -> Store:
         frozen=options.frozen,
         busy_timeout_ms=options.busy_timeout_ms,
         tracer=options.tracer,
+        create=options.create,
     )
 
 
@@ -41,7 +43,9 @@ def _postgres(options: StoreOptions) -> Store:
             "storage.backend",
             f"the postgres backend needs psycopg; install prme[postgres] ({exc.name} missing)",
         ) from None
-    return PostgresStore(options.url, frozen=options.frozen, tracer=options.tracer)
+    return PostgresStore(
+        options.url, frozen=options.frozen, tracer=options.tracer, create=options.create
+    )
 
 
 BACKENDS: dict[str, Callable[[StoreOptions], Store]] = {

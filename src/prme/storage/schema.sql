@@ -34,6 +34,13 @@ CREATE TABLE IF NOT EXISTS memories (
     ttl_days INTEGER
 );
 CREATE INDEX IF NOT EXISTS memories_owner ON memories(user_id, scope);
+-- Each owner's content write sequence: bumped in the transaction of every content write to
+-- that owner's memories (the frozen-pack check of an owner's holdout); meta.write_seq stays
+-- the pack-wide one. An owner without a row has written nothing since packs had this table.
+CREATE TABLE IF NOT EXISTS owner_sequences (
+    user_id TEXT PRIMARY KEY,
+    write_seq INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     vec BLOB NOT NULL

@@ -27,6 +27,7 @@ from prme.errors import (
     FrozenPackError,
     IntegrityError,
     InvalidInputError,
+    PackNotFoundError,
     ReadOnlyPackError,
     StorageUnavailableError,
 )
@@ -40,6 +41,7 @@ from prme.models.enums import (
 )
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import (
     CONDITIONS,
     DECAYS,
@@ -54,6 +56,12 @@ from prme.retrieval.owner_index import (
     code,
 )
 from prme.storage.base import OpHead, OpRecord
+from prme.storage.fts5_lexical import (
+    QueryTokenizer,
+    create_instance_table,
+    first_varint,
+    owner_bm25,
+)
 from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
 from prme.storage.rows import node_values
 from prme.storage.timeutil import from_us, opt_from_us
@@ -64,9 +72,6 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
 # does not wait in every case, e.g. for the journal-mode switch of a pack being created).
 LOCK_RETRY_SECONDS = 2.0
-# Lexical search reads the whole table's ranking without a join when the owner's in-scope
-# memories are at least this share of the pack (rowids bound the pack's size from above).
-MIN_UNJOINED_SHARE = 0.5
 DISK_FULL = "the disk is full; nothing was written (free space, then retry)"
 
 # SQLite's answers when the pack's file or directory cannot be written (or the -shm/-wal
@@ -109,7 +114,8 @@ _INDEX_COLUMNS = (
 )
 
 
-def _index_row(r: tuple[Any, ...]) -> dict[str, Any]:
+def _index_row(r: tuple[Any, ...], doc_len: int) -> dict[str, Any]:
+    """An owner-index row from ``rowid`` + ``_INDEX_COLUMNS`` and the lexical token count."""
     return {
         "rowid": r[0],
         "id": r[1],
@@ -135,6 +141,7 @@ def _index_row(r: tuple[Any, ...]) -> dict[str, Any]:
         "content_sha256": r[21],
         "evidence_refs": r[22],
         "ttl_days": NO_TTL if r[23] is None else r[23],
+        "doc_len": doc_len,
     }
 
 
@@ -210,10 +217,14 @@ class SQLiteStore:
         frozen: bool = False,
         busy_timeout_ms: int = 10000,
         tracer: Tracer | None = None,
+        create: bool = True,
     ) -> None:
         self.path = Path(path)
         self.db_path = self.path / DB_FILE
-        if not self.db_path.exists():  # a new pack (an existing one is never created again)
+        self.created = not self.db_path.exists()
+        if self.created:  # a new pack (an existing one is never created again)
+            if not create:
+                raise PackNotFoundError(self.path)
             self.path.mkdir(parents=True, exist_ok=True)
         self.frozen = frozen
         # "" (writable), "ro" (read-only through SQLite's WAL index) or "immutable" (read-only
@@ -231,6 +242,7 @@ class SQLiteStore:
         self._closed = False
         self._embedder: dict[str, Any] | None = None
         self._digest: tuple[int, str] | None = None
+        self._tokenizer = QueryTokenizer(FTS_TOKENIZER)
         try:
             try:
                 self._initialize()
@@ -266,7 +278,7 @@ class SQLiteStore:
         """Reopen an existing pack read-only: through SQLite's WAL index when it can be read
         (``mode=ro``), else as immutable media, which is only sound when no WAL holds
         committed pages that the database file lacks (then a typed error says what to do)."""
-        self.close()
+        self._close_connections()
         self._closed = False
         self._local = threading.local()
         self.read_only_reason = _describe(cause)
@@ -277,7 +289,7 @@ class SQLiteStore:
         except sqlite3.OperationalError as exc:
             if not self._read_only_failure(exc):
                 raise
-            self.close()
+            self._close_connections()
             self._closed = False
             self._local = threading.local()
         wal = self.db_path.with_name(DB_FILE + "-wal")
@@ -297,6 +309,7 @@ class SQLiteStore:
         return {
             "backend": "sqlite-fts5-bm25",
             "tokenizer": FTS_TOKENIZER,
+            "bm25": {"k1": BM25_K1, "b": BM25_B, "idf": "fts5", "statistics": "owner"},
             "normalization": "minmax",
         }
 
@@ -321,6 +334,7 @@ class SQLiteStore:
                 _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            create_instance_table(conn)
         except BaseException:
             conn.close()
             raise
@@ -341,6 +355,10 @@ class SQLiteStore:
         return conn
 
     def close(self) -> None:
+        self._close_connections()
+        self._tokenizer.close()
+
+    def _close_connections(self) -> None:
         self._closed = True
         with self._connections_lock:
             for conn in self._connections:
@@ -456,6 +474,19 @@ class SQLiteStore:
         )
         return int(rows["write_seq"]), int(rows["delete_seq"])
 
+    def _bump_owners(self, conn: sqlite3.Connection, user_ids: set[str]) -> None:
+        conn.executemany(
+            "INSERT INTO owner_sequences(user_id, write_seq) VALUES (?, 1)"
+            " ON CONFLICT(user_id) DO UPDATE SET write_seq = write_seq + 1",
+            [(user_id,) for user_id in sorted(user_ids)],
+        )
+
+    def owner_write_seq(self, user_id: str) -> int:
+        row = self.conn.execute(
+            "SELECT write_seq FROM owner_sequences WHERE user_id = ?", (user_id,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
     def _bump(self, conn: sqlite3.Connection, *keys: str) -> None:
         for key in keys:
             conn.execute(
@@ -494,6 +525,22 @@ class SQLiteStore:
                     (canonical_json(identity),),
                 )
                 self._bump(conn, "write_seq")
+
+    def pack_settings(self) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def record_settings(self, settings: dict[str, Any], *, bump: bool) -> None:
+        self._refuse_if_frozen("configure")
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('settings', ?)",
+                (canonical_json(settings),),
+            )
+            if bump:
+                # Settings change every owner's retrievals: every owner's sequence moves too.
+                self._bump(conn, "write_seq")
+                conn.execute("UPDATE owner_sequences SET write_seq = write_seq + 1")
 
     def pack_digest(self) -> str:
         """SHA-256 over the pack's retrieval-relevant content, in a canonical order."""
@@ -572,6 +619,7 @@ class SQLiteStore:
                 ],
             )
             self._bump(conn, "write_seq")
+            self._bump_owners(conn, {node.user_id for node in nodes})
 
     def delete_memory(self, user_id: str, node_id: str) -> bool:
         self._refuse_if_frozen("delete")
@@ -591,7 +639,35 @@ class SQLiteStore:
             conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
             conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
             self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
         return True
+
+    def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
+        """End the owner's memory at ``ended_at_us`` (``valid_to``, kept when already earlier)
+        and mark it ``superseded``; a content write that also bumps ``delete_seq`` (an indexed
+        row changed, so the owner's column index is rebuilt)."""
+        self._refuse_if_frozen("update")
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE memories SET lifecycle_state = 'superseded', updated_at = ?,"
+                " valid_to = MIN(COALESCE(valid_to, ?), ?)"
+                " WHERE id = ? AND user_id = ? AND lifecycle_state != 'superseded'",
+                (ended_at_us, ended_at_us, ended_at_us, node_id, user_id),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
+        return True
+
+    def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:
+        """``(id, content)`` of the owner's memories in ``scope`` not superseded, by rowid."""
+        rows = self.conn.execute(
+            "SELECT id, content FROM memories WHERE user_id = ? AND scope = ?"
+            " AND lifecycle_state != 'superseded' ORDER BY rowid",
+            (user_id, scope.value),
+        ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     # ------------------------------------------------------------------ memory reads
     def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:
@@ -622,12 +698,6 @@ class SQLiteStore:
         return {int(r[0]): _row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
-    def _scope_sql(self, scopes: Sequence[Scope] | None, alias: str = "m") -> tuple[str, list[str]]:
-        if scopes is None:
-            return "", []
-        values = sorted({s.value for s in scopes})
-        return f" AND {alias}.scope IN ({','.join('?' * len(values))})", values
-
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
@@ -641,9 +711,10 @@ class SQLiteStore:
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
                 index = OwnerIndex(int(dimension))
             rows = self.conn.execute(
-                f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, v.vec FROM memories m"
-                " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = ? AND m.rowid > ?"
-                " ORDER BY m.rowid",
+                f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, d.sz, v.vec FROM memories m"
+                " JOIN vectors v ON v.rowid = m.rowid"
+                " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
+                " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid",
                 (user_id, index.max_rowid),
             ).fetchall()
             if rows:
@@ -656,7 +727,7 @@ class SQLiteStore:
                     entities.setdefault(int(rowid), []).append(str(name))
                 vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
                 index.append(
-                    [_index_row(r) for r in rows],
+                    [_index_row(r, first_varint(r[-2])) for r in rows],
                     vectors.reshape(len(rows), int(dimension)),
                     entities,
                 )
@@ -668,70 +739,23 @@ class SQLiteStore:
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
-        """BM25 (FTS5) over the owner's memories: ``(rowid, -bm25)``, best first.
+        """BM25 over the owner's memories: ``(rowid, score)``, best first, then by rowid.
 
-        BM25 statistics are the whole table's, so a row's score does not depend on who else
-        matches. When the owner's in-scope memories are most of the pack, the ranked rows of the
-        whole table are read without a join and kept if they are the owner's (by the owner's
-        column index, current for this read), in growing pages until ``k`` are kept; otherwise
-        one query joins ``memories`` on the owner and scope. Both give the same rows and scores.
+        FTS5's formula and tokens with the owner's own statistics (see
+        :mod:`prme.storage.fts5_lexical`): another owner's memories change neither which of
+        the owner's rows match nor their scores. Each query term is one phrase, as in
+        ``MATCH '"t1" OR "t2"'``.
         """
         if not terms:
             return []
-        if not self.conn.in_transaction:  # the index check and the query see one state
+        if not self.conn.in_transaction:  # the owner index and the postings see one state
             with self.read_snapshot():
                 return self.lexical_search(user_id, scopes, terms, k)
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        index = self._current_index(user_id)
-        if index is not None and index.size:
-            in_scope = index.scope_mask(scopes)
-            kept_share = int(in_scope.sum()) / max(self._max_rowid(), 1)
-            if kept_share >= MIN_UNJOINED_SHARE:
-                return self._lexical_unjoined(index, in_scope, match, k, kept_share)
-        scope_sql, scope_params = self._scope_sql(scopes)
-        rows = self.conn.execute(
-            "SELECT f.rowid, bm25(memories_fts) FROM memories_fts f"
-            " JOIN memories m ON m.rowid = f.rowid"
-            f" WHERE memories_fts MATCH ? AND m.user_id = ?{scope_sql}"
-            " ORDER BY bm25(memories_fts), f.rowid LIMIT ?",
-            (match, user_id, *scope_params, k),
-        ).fetchall()
-        return [(int(r[0]), -float(r[1])) for r in rows]
-
-    def _lexical_unjoined(
-        self,
-        index: OwnerIndex,
-        in_scope: npt.NDArray[np.bool_],
-        match: str,
-        k: int,
-        kept_share: float,
-    ) -> list[tuple[int, float]]:
-        fetch = k if kept_share >= 1.0 else int(k / kept_share) + 16
-        while True:
-            rows = self.conn.execute(
-                "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
-                " ORDER BY bm25(memories_fts), rowid LIMIT ?",
-                (match, fetch),
-            ).fetchall()
-            positions, found = index.positions_of([r[0] for r in rows])
-            kept = np.zeros(len(rows), dtype=np.bool_)
-            kept[found] = in_scope[positions]
-            chosen = np.flatnonzero(kept)[:k].tolist()
-            if len(chosen) == k or len(rows) < fetch:
-                return [(int(rows[i][0]), -float(rows[i][1])) for i in chosen]
-            fetch *= 4
-
-    def _current_index(self, user_id: str) -> OwnerIndex | None:
-        """The owner's cached column index if it is current for this read, else None."""
-        write_seq, delete_seq = self._sequences()
-        with self._index_lock:
-            index = self._indexes.get(user_id)
-            if index is None or index.write_seq != write_seq or index.delete_seq != delete_seq:
-                return None
-            return index.snapshot()
-
-    def _max_rowid(self) -> int:
-        return int(self.conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0])
+        index = self.owner_index(user_id)
+        if index is None:  # no embedder bound, so nothing is stored
+            return []
+        phrases = self._tokenizer.tokens(terms)
+        return owner_bm25(self.conn, index, index.scope_mask(scopes), phrases, k)
 
     # ---------------------------------------------------------------- operations log
     def append_op(

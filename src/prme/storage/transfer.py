@@ -1,11 +1,11 @@
 """Move a pack between backends (SQLite ↔ PostgreSQL) losslessly, as one JSON Lines file.
 
-Lines, in order: a ``header`` (format, pack id, **secret**, write and delete sequences, bound
-embedder), every ``memory`` (raw stored columns, row id included), every ``vector`` (float32
+Lines, in order: a ``header`` (format, pack id, **secret**, write and delete sequences, each
+owner's content write sequence, bound embedder), every ``memory`` (raw stored columns, row id included), every ``vector`` (float32
 little-endian, base64), every ``entity`` link, every ``op`` of the operations log in sequence
 order with its checksum, and an ``end`` line with the counts (a truncated file is refused).
 
-Because the pack id, write sequence and secret move with the pack, receipts keep their
+Because the pack id, write sequences and secret move with the pack, receipts keep their
 checksums and pack identity and attestations made by the source verify in the target. The
 import runs in one transaction into an empty pack: on any error nothing is written.
 """
@@ -112,7 +112,7 @@ class _Backend:
     def insert(self, kind: str, rows: list[tuple[Any, ...]]) -> None:
         raise NotImplementedError
 
-    def set_meta(self, meta: dict[str, str], embedder: str | None) -> None:
+    def set_meta(self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]) -> None:
         raise NotImplementedError
 
     def finish(self) -> None:
@@ -150,12 +150,15 @@ class _SQLite(_Backend):
             marks = ",".join("?" * len(OP_COLUMNS))
             conn.executemany(f"INSERT INTO oplog({', '.join(OP_COLUMNS)}) VALUES ({marks})", rows)
 
-    def set_meta(self, meta: dict[str, str], embedder: str | None) -> None:
+    def set_meta(self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]) -> None:
         conn = self.store.conn
         for key in _META_KEYS:
             conn.execute("UPDATE meta SET value = ? WHERE key = ?", (meta[key], key))
         if embedder is not None:
             conn.execute("INSERT INTO meta(key, value) VALUES ('embedder', ?)", (embedder,))
+        conn.executemany(
+            "INSERT INTO owner_sequences(user_id, write_seq) VALUES (?, ?)", owners.items()
+        )
 
     def reload(self) -> None:
         # SQLiteStore caches its identity at open; refresh it to the imported pack.
@@ -200,26 +203,25 @@ class _Postgres(_Backend):
                 [(*r[:26], bool(r[26]), *r[27:]) for r in rows] if kind == "memory" else rows,
             )
 
-    def set_meta(self, meta: dict[str, str], embedder: str | None) -> None:
+    def set_meta(self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]) -> None:
         with self.store.transaction() as conn:
             for key in _META_KEYS:
                 conn.execute("UPDATE meta SET value = %s WHERE key = %s", (meta[key], key))
             if embedder is not None:
                 conn.execute("INSERT INTO meta(key, value) VALUES ('embedder', %s)", (embedder,))
                 self.store._type_vectors(conn, json.loads(embedder))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO owner_sequences(user_id, write_seq) VALUES (%s, %s)",
+                    list(owners.items()),
+                )
 
     def finish(self) -> None:
+        from prme.storage.migrations import lexical_statistics_rebuild
+
         with self.store.transaction() as conn:
-            conn.execute("DELETE FROM lexemes")
-            conn.execute(
-                "INSERT INTO lexemes(lexeme, df) SELECT l.lexeme, COUNT(*) FROM memories m,"
-                " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) GROUP BY l.lexeme"
-            )
-            conn.execute(
-                "UPDATE lexical_stats SET n_docs = s.docs, n_tokens = s.tokens FROM"
-                " (SELECT COUNT(*) AS docs, COALESCE(SUM(doc_len), 0) AS tokens FROM memories)"
-                " AS s WHERE id = 1"
-            )
+            for statement in lexical_statistics_rebuild():
+                conn.execute(statement)
             conn.execute(
                 "SELECT setval(pg_get_serial_sequence('oplog', 'seq'),"
                 " GREATEST(MAX(seq), 1), MAX(seq) IS NOT NULL) FROM oplog"
@@ -248,6 +250,14 @@ def _records(backend: _Backend) -> Iterator[dict[str, Any]]:
         "source_backend": backend.store.backend_name,
         "embedder": None if embedder is None else json.loads(embedder),
         **{key: meta[key] for key in _META_KEYS},
+        "owner_sequences": {
+            str(user_id): int(seq)
+            for user_id, seq in backend.rows(
+                "SELECT user_id, write_seq FROM owner_sequences ORDER BY user_id"
+            )
+        },
+        # The pack's recorded retrieval settings (services/pack_settings.py), when it has any.
+        **({"settings": json.loads(meta["settings"])} if "settings" in meta else {}),
     }
     counts = dict.fromkeys(KINDS, 0)
     for row in backend.rows(f"SELECT {', '.join(MEMORY_COLUMNS)} FROM memories ORDER BY rowid"):
@@ -350,6 +360,16 @@ def _row(record: dict[str, Any], dimension: int | None) -> tuple[Any, ...]:
     return tuple(record[c] for c in OP_COLUMNS)
 
 
+def _owner_sequences(value: object) -> dict[str, int]:
+    """The header's ``{owner: content write sequence}`` (absent from older exports: none)."""
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in value.items()
+    ):
+        raise InvalidInputError("source", "owner_sequences must map owners to sequences >= 0")
+    return dict(sorted(value.items()))
+
+
 def import_pack(store: Store, source: str | Path | IO[str]) -> TransferSummary:
     """Load an exported pack into an **empty** store, in one transaction.
 
@@ -386,7 +406,13 @@ def import_pack(store: Store, source: str | Path | IO[str]) -> TransferSummary:
         backend.set_meta(
             {key: str(header[key]) for key in _META_KEYS},
             None if embedder is None else canonical_json(embedder),
+            _owner_sequences(header.get("owner_sequences", {})),
         )
+        settings = header.get("settings")
+        if settings is not None:
+            if not isinstance(settings, dict):
+                raise InvalidInputError("source", "the header's settings are not an object")
+            store.record_settings(settings, bump=False)
         pending: list[tuple[Any, ...]] = []
         current = ""
         end: dict[str, Any] | None = None

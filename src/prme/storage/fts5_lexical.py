@@ -1,0 +1,179 @@
+"""The SQLite pack's lexical channel: FTS5's BM25 over one owner's memories.
+
+FTS5's ``bm25()`` takes its statistics (row count, average length, document frequency) from the
+whole table, so one owner's writes would move every other owner's scores. Here FTS5 still
+tokenizes and indexes everything, but the score is computed from FTS5's own term data with the
+owner's statistics alone (:mod:`prme.retrieval.bm25`):
+
+- each query term is tokenized by FTS5 itself (the pack's tokenizer, in a private in-memory
+  database), so a term is the same phrase FTS5's ``MATCH '"term"'`` would search;
+- the postings of each token come from an ``fts5vocab`` ``instance`` table (per connection, in
+  the ``temp`` schema, so the pack file is unchanged); a phrase's instance count in a row is
+  the number of positions where its tokens follow each other, as FTS5 counts them;
+- the owner's column index supplies which rows are the owner's, their scopes and token counts
+  (FTS5's ``docsize``), hence the owner's document count, mean length and, from the postings,
+  the owner's document frequency of each phrase.
+
+Every matching row of the pack is read (as FTS5's ``MATCH`` does), and only the owner's count.
+Nothing is stored beyond FTS5's index, so packs of every version work unchanged.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from prme.retrieval.bm25 import bm25_idf, bm25_scores
+from prme.retrieval.owner_index import OwnerIndex
+
+INSTANCE_TABLE = "temp.prme_fts_instance"
+_CACHE_LIMIT = 4096
+
+Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
+
+
+def create_instance_table(conn: sqlite3.Connection) -> None:
+    """The pack's FTS5 postings as ``(term, doc, col, offset)`` rows, on this connection."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {INSTANCE_TABLE}"
+        " USING fts5vocab(main, memories_fts, instance)"
+    )
+
+
+def first_varint(blob: bytes | None) -> int:
+    """The first SQLite varint of an FTS5 ``docsize`` blob: the row's token count."""
+    if not blob:
+        return 0
+    value = 0
+    for i, byte in enumerate(blob[:9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value
+    return value
+
+
+class QueryTokenizer:
+    """FTS5's tokenizer (the pack's configuration) applied to query terms, with a cache."""
+
+    def __init__(self, tokenize: str) -> None:
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self._conn.execute(f"CREATE VIRTUAL TABLE terms USING fts5(term, tokenize='{tokenize}')")
+        self._conn.execute("CREATE VIRTUAL TABLE terms_instance USING fts5vocab(terms, instance)")
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[str, ...]] = {}
+
+    def tokens(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
+        """Each term's tokens in order (an empty tuple for a term FTS5 drops entirely)."""
+        with self._lock:
+            missing = sorted({t for t in terms if t not in self._cache})
+            if missing:
+                if len(self._cache) + len(missing) > _CACHE_LIMIT:
+                    self._cache.clear()
+                found: dict[int, list[str]] = {}
+                conn = self._conn
+                conn.execute("BEGIN")
+                try:
+                    conn.executemany(
+                        "INSERT INTO terms(rowid, term) VALUES (?, ?)", enumerate(missing)
+                    )
+                    for doc, token in conn.execute(
+                        "SELECT doc, term FROM terms_instance ORDER BY doc, offset"
+                    ):
+                        found.setdefault(int(doc), []).append(str(token))
+                finally:
+                    conn.execute("ROLLBACK")
+                for i, term in enumerate(missing):
+                    self._cache[term] = tuple(found.get(i, ()))
+            return [self._cache[t] for t in terms]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _integers(text: str | None) -> npt.NDArray[np.int64]:
+    if not text:
+        return np.zeros(0, np.int64)
+    return np.fromstring(text, dtype=np.int64, sep=",")
+
+
+def _token_frequencies(conn: sqlite3.Connection, token: str) -> Postings:
+    """Rows holding the token and how many times. The postings come back as one
+    comma-separated text (fetching a Python row per posting costs several times more)."""
+    (docs,) = conn.execute(
+        f"SELECT group_concat(doc) FROM {INSTANCE_TABLE} WHERE term = ?", (token,)
+    ).fetchone()
+    rows, counts = np.unique(_integers(docs), return_counts=True)
+    return rows.astype(np.int64), counts.astype(np.float64)
+
+
+def _phrase_frequencies(conn: sqlite3.Connection, tokens: Sequence[str]) -> Postings:
+    """Rows holding the tokens at consecutive positions, and how many times (FTS5 phrases)."""
+    starts: set[tuple[int, int]] | None = None
+    for shift, token in enumerate(tokens):
+        # Both aggregates see the rows in the same order, so they pair up.
+        docs, offsets = conn.execute(
+            f"SELECT group_concat(doc), group_concat(offset) FROM {INSTANCE_TABLE} WHERE term = ?",
+            (token,),
+        ).fetchone()
+        at = set(zip(_integers(docs).tolist(), (_integers(offsets) - shift).tolist(), strict=True))
+        starts = at if starts is None else starts & at
+        if not starts:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    rows, counts = np.unique(np.asarray([d for d, _ in starts or ()], np.int64), return_counts=True)
+    return rows.astype(np.int64), counts.astype(np.float64)
+
+
+def owner_bm25(
+    conn: sqlite3.Connection,
+    index: OwnerIndex,
+    in_scope: npt.NDArray[np.bool_],
+    phrases: Sequence[tuple[str, ...]],
+    k: int,
+) -> list[tuple[int, float]]:
+    """The owner's ``k`` best in-scope rows for the OR of ``phrases``: ``(rowid, score)``, by
+    score descending then rowid, with FTS5's BM25 over the owner's memories (``index``)."""
+    if index.size == 0 or k <= 0:
+        return []
+    cache: dict[str, Postings] = {}
+    per_phrase: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
+    for tokens in phrases:
+        if not tokens:  # FTS5 matches nothing for an empty phrase
+            continue
+        if len(tokens) == 1:
+            if tokens[0] not in cache:
+                cache[tokens[0]] = _token_frequencies(conn, tokens[0])
+            docs, freq = cache[tokens[0]]
+        else:
+            docs, freq = _phrase_frequencies(conn, tokens)
+        positions, mine = index.positions_of(docs.tolist())
+        per_phrase.append((positions, freq[mine]))
+    matched = [positions for positions, _ in per_phrase if positions.size]
+    if not matched:
+        return []
+    pool = np.unique(np.concatenate(matched))
+    pool = pool[in_scope[pool]]
+    if pool.size == 0:
+        return []
+    doc_len = index.col("doc_len")
+    n_docs = index.size
+    avgdl = float(int(doc_len.sum())) / float(n_docs)
+    idfs, frequencies = [], []
+    for positions, freq in per_phrase:
+        idfs.append(bm25_idf(n_docs, int(positions.size)))
+        aligned = np.zeros(pool.size, dtype=np.float64)
+        at = np.searchsorted(pool, positions)
+        inside = at < pool.size
+        hit = np.zeros(positions.size, dtype=np.bool_)
+        hit[inside] = pool[at[inside]] == positions[inside]
+        aligned[at[hit]] = freq[hit]
+        frequencies.append(aligned)
+    scores = bm25_scores(idfs, frequencies, doc_len[pool].astype(np.float64), avgdl)
+    rowids = index.col("rowid")[pool]
+    order = np.lexsort((rowids, -scores))[:k]
+    return [(int(rowids[i]), float(scores[i])) for i in order.tolist()]
