@@ -1,12 +1,19 @@
-"""Retrieval and learning quality on judged data (LoCoMo, SciFact); prints one JSON document.
+"""Retrieval and learning quality on judged data (LoCoMo, SciFact, ...); prints one JSON document.
 
     python bench/quality.py --data ../shared/data/locomo --out quality.json
+    python bench/quality.py --data ../shared/data/scifact --parts retrieval
     python bench/quality.py --data ../shared/data/locomo --parts learning --depths 10,20
     python bench/quality.py --quick                 # only the gate-reliability simulation
                                                     # (exit 1 if a null bound is exceeded)
 
 Every learning and reliability result is given for each gate-1 algorithm (``--algorithms``,
 both by default), side by side, on the same judgments and holdout queries.
+
+Any judged collection in the shared JSONL form is accepted (``memories.jsonl``,
+``queries.jsonl``): null ``event_time``/``reference_time`` become one fixed time, blank memories
+are skipped and dropped from the relevant sets, and queries left without a relevant memory are
+skipped; ``data.skipped`` counts all three. ``--pack DIR`` keeps the stored pack outside the
+repository for reuse by later runs on the same data.
 
 Sections (``--parts``, all by default):
 
@@ -94,6 +101,23 @@ MODES: dict[str, ScoringWeights] = {
     "vector_only": ScoringWeights(
         **{**_OTHERS_ZERO, "w_semantic": 1.0}, w_salience=0.0, w_confidence=0.0, temporal_boost=0.0
     ),
+    # what each default change contributes: the earlier defaults (the reference's), and rrf at
+    # the new k without channel weights
+    "rrf_reference_defaults": ScoringWeights(
+        fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time"
+    ),
+    "rrf_k10_unweighted_channels": product_default_scoring().model_copy(
+        update={"rrf_channel_weights": None}
+    ),
+    # measured, not the default: it breaks the planted-signal learning workloads (see README)
+    "weighted_graph_0.05": ScoringWeights(
+        w_semantic=0.296875,
+        w_lexical=0.2375,
+        w_graph=0.05,
+        w_recency=0.11875,
+        w_salience=0.11875,
+        w_confidence=0.178125,
+    ),
 }
 
 
@@ -135,27 +159,52 @@ class Unit:
     reference_time: datetime
 
 
-def load(data: Path) -> tuple[dict[str, list[dict[str, Any]]], list[Query]]:
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    memories: dict[str, list[dict[str, Any]]]  # user_id → rows with a non-blank text
+    queries: list[Query]  # queries with at least one relevant memory left
+    skipped: dict[str, int]  # what was left out, and why
+
+
+def load(data: Path) -> Loaded:
+    """A judged collection in the shared JSONL form. Blank memories cannot be stored: they are
+    skipped and dropped from every relevant set; a query left without relevant memories is
+    skipped (it cannot be scored). Null times become ``FIXED_TIME``; a null category is "none"."""
     memories: dict[str, list[dict[str, Any]]] = {}
+    blank: set[str] = set()
     with (data / "memories.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
             row = json.loads(line)
+            if not isinstance(row.get("text"), str) or not row["text"].strip():
+                blank.add(row["id"])
+                continue
             memories.setdefault(row["user_id"], []).append(row)
     queries = []
+    dropped = unjudged = 0
     with (data / "queries.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
             row = json.loads(line)
+            relevant = tuple(r for r in row["relevant_ids"] if r not in blank)
+            dropped += len(row["relevant_ids"]) - len(relevant)
+            if not relevant:
+                unjudged += 1
+                continue
             queries.append(
                 Query(
                     owner=row["user_id"],
                     group=row["group_id"],
                     text=row["text"],
                     reference_time=utc(row["reference_time"]),
-                    relevant=tuple(row["relevant_ids"]),
+                    relevant=relevant,
                     category=row["category"] or "none",
                 )
             )
-    return memories, queries
+    skipped = {
+        "blank_memories": len(blank),
+        "relevant_ids_dropped": dropped,
+        "queries_without_relevant": unjudged,
+    }
+    return Loaded(memories, queries, skipped)
 
 
 def is_holdout(query: Query) -> bool:
@@ -709,6 +758,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workers", type=int, default=2, help="simulation processes")
     parser.add_argument("--parts", default="retrieval,learning,reliability,sensitivity")
     parser.add_argument(
+        "--pack",
+        type=Path,
+        help="build the stored pack here, or reuse it when an earlier run built it (outside "
+        "the repository; only valid for the same data, embedder and feature code)",
+    )
+    parser.add_argument(
         "--algorithms",
         default=",".join(OPTIMIZERS),
         help=f"gate-1 fits to compare (comma-separated, of {', '.join(OPTIMIZERS)})",
@@ -732,16 +787,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if args.data is not None and parts - {"reliability"}:
             provider = "minilm" if args.embedder == "default" else "hash"
             bench = Bench(CachedEmbedder(make_embedder(provider)), Clock(STORE_TIME), {})
-            memories, queries = load(args.data)
-            base = work / "base"
+            loaded = load(args.data)
+            memories, queries = loaded.memories, loaded.queries
+            base = args.pack or work / "base"
             t0 = time.perf_counter()
-            build_pack(base, bench, memories)
+            ids_file = base / "bench-ids.json"
+            if args.pack is not None and ids_file.exists():
+                bench.ids.update(json.loads(ids_file.read_text(encoding="utf-8")))
+                log(f"reusing the pack in {base}")
+            else:
+                build_pack(base, bench, memories)
+                if args.pack is not None:
+                    ids_file.write_text(json.dumps(bench.ids, sort_keys=True), encoding="utf-8")
             result["data"] = {
                 "directory": str(args.data),
                 "owners": len(memories),
                 "memories": sum(len(v) for v in memories.values()),
                 "queries": len(queries),
                 "query_groups": len({q.group for q in queries}),
+                "skipped": loaded.skipped,
                 "manifest_sha256": hashlib.sha256(
                     (args.data / "manifest.json").read_bytes()
                 ).hexdigest(),

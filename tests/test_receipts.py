@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import tempfile
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from prme import IntegrityError, MemoryClient, RankingMultipliers, RetrievalReceipt
 from prme.canonical import canonical_json, checksum, sha256_hex
-from prme.models.scoring import adjusted_weights
+from prme.models.scoring import PRODUCT_RRF_K, ScoringWeights, adjusted_weights
 from prme.retrieval.scoring import weighted_score
 from prme.storage.sqlite import DB_FILE
 
@@ -115,9 +116,14 @@ def test_rrf_replay_is_exact(make_client: ClientFactory) -> None:
                 query, user_id="alice", reference_time=NOW, ranking_multipliers=multipliers
             )
             receipt = check_replay(client, response)
-            assert receipt.fusion == "rrf" and receipt.scoring.rrf_k == 60
+            assert receipt.fusion == "rrf" and receipt.scoring.rrf_k == PRODUCT_RRF_K
             for candidate in receipt.candidates:
                 assert candidate.rank_fusion is not None
+                weights = (
+                    candidate.rank_fusion.semantic_weight,
+                    candidate.rank_fusion.lexical_weight,
+                )
+                assert None not in weights and math.isclose(sum(weights), 2.0)
                 assert candidate.semantic_relevance is not None
                 assert candidate.trace.salience == candidate.trace.confidence == 0.0
     # a current-state question turns the recency boost on
@@ -132,20 +138,42 @@ def test_rrf_replay_is_exact(make_client: ClientFactory) -> None:
     assert all(t is not None and 0 <= t < 1 for t in ties)
 
 
+def test_plain_rrf_receipts_replay_with_their_old_bytes(make_client: ClientFactory) -> None:
+    """Receipts of the earlier default (plain rrf, k=60, reference weights) carry no channel
+    weights: they replay exactly and re-serialize to the bytes they were stored with."""
+    old = ScoringWeights(fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time")
+    client = make_client(config=make_config("rrf").model_copy(update={"scoring": old}))
+    fill(client)
+    for query in QUERIES:
+        receipt = check_replay(client, client.retrieve(query, user_id="alice", reference_time=NOW))
+        assert receipt.scoring == old and receipt.scoring.rrf_k == 60
+        assert all(
+            c.rank_fusion is not None
+            and c.rank_fusion.semantic_weight is None
+            and c.rank_fusion.lexical_weight is None
+            for c in receipt.candidates
+        )
+        text = canonical_json(receipt)
+        assert "semantic_weight" not in text and "rrf_channel_weights" not in text
+        again = RetrievalReceipt.from_canonical_json(text)
+        assert again == receipt and canonical_json(again) == text
+
+
 def test_rrf_scores_follow_formula_2(make_client: ClientFactory) -> None:
     client = make_client(fusion="rrf")
     fill(client)
     response = client.retrieve("Aster PostgreSQL", user_id="alice", reference_time=NOW)
     receipt = receipt_of(client, response)
-    k = 60
+    k = receipt.scoring.rrf_k
+    assert k == PRODUCT_RRF_K
     for c in receipt.candidates:
         f = c.rank_fusion
-        assert f is not None
+        assert f is not None and f.semantic_weight is not None and f.lexical_weight is not None
         fused = 0.0
         if f.semantic_rank is not None:
-            fused = fused + 1 / (k + f.semantic_rank)
+            fused = fused + f.semantic_weight / (k + f.semantic_rank)
         if f.lexical_rank is not None:
-            fused = fused + 1 / (k + f.lexical_rank)
+            fused = fused + f.lexical_weight / (k + f.lexical_rank)
         value = fused * (k + 1) / 2 * f.epistemic_factor * f.node_type_factor * f.temporal_factor
         if f.recency_boost_factor is not None:
             value = value * f.recency_boost_factor

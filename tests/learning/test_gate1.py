@@ -165,7 +165,7 @@ def rrf_receipt(request: int, query: str, nodes: Sequence[int]) -> RetrievalRece
             node_type_factor=1.0,
             temporal_factor=1.0,
         )
-        score = rrf_score(fusion, 60)
+        score = rrf_score(fusion, scoring.rrf_k or 60)
         candidates.append(
             ReceiptCandidate(
                 node_id=uuid.UUID(int=node),

@@ -43,10 +43,14 @@ def test_class_defaults() -> None:
 
 def test_version_id_vectors() -> None:
     assert ScoringWeights().version_id == "95f3ec502933"
-    assert product_default_scoring().version_id == "50b6b46ae105"
+    # the reference's rrf (prme's earlier default) …
     assert ScoringWeights(
         fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time"
     ).version_id == ("50b6b46ae105")
+    # … and prme's default: k 10 and confidence-weighted channels are another base scoring
+    assert product_default_scoring().version_id == "cd7ac23333a7"
+    plain = product_default_scoring().model_copy(update={"rrf_channel_weights": None})
+    assert plain.version_id != product_default_scoring().version_id
 
 
 def test_rrf_k_defaults_to_60_only_under_rrf() -> None:
@@ -56,6 +60,8 @@ def test_rrf_k_defaults_to_60_only_under_rrf() -> None:
     assert (dropped.rrf_k, dropped.rrf_recency_boost, dropped.rrf_tie_break) == (None, None, None)
     assert dropped == ScoringWeights()
     assert dropped.version_id == "95f3ec502933"
+    channels = ScoringWeights(rrf_channel_weights="score_gap")
+    assert channels.rrf_channel_weights is None and channels == ScoringWeights()
 
 
 @pytest.mark.parametrize(

@@ -33,26 +33,18 @@ from prme.models.holdout import (
 from prme.models.receipt import RetrievalReceipt
 from prme.models.scope import ScopeInput, normalize_scope_key, scope_set_key
 from prme.models.scoring import RankingMultipliers
+from prme.retrieval.request import ARM_INPUT_KEYS, PAIRED_RECEIPT_FIELDS
 from prme.validation import require_owner
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 NEUTRAL = RankingMultipliers()
 SAME_SETTINGS = "Paired retrievals must use the same clock, filters, limits, scoring, and packing"
 FROZEN_PACK = "a memory write happened during the holdout"
-# Receipt fields that both arms must share exactly (request inputs, never outcomes).
-PAIRED_FIELDS = (
-    "reference_time",
-    "scoring",
-    "weights",
-    "packing",
-    "min_score",
-    "result_limit",
-    "retrieval_mode",
-    "time_from",
-    "time_to",
-)
-# execution.inputs keys that legitimately differ between the arms.
-ARM_INPUTS = frozenset({"ranking_multipliers", "ranking_profile"})
+# Receipt fields that both arms must share exactly (request inputs, never outcomes), and the
+# execution.inputs keys that legitimately differ between the arms: both derived from the one
+# definition of the retrieval parameters.
+PAIRED_FIELDS = PAIRED_RECEIPT_FIELDS
+ARM_INPUTS = ARM_INPUT_KEYS | {"ranking_profile"}
 
 
 def require_digest(value: object, field: str) -> str:

@@ -23,7 +23,8 @@ from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex, UTCDat
 from prme.models.enums import NodeType, RetrievalMode, Scope
 from prme.models.scoring import RankingMultipliers, ScoringWeights, adjusted_weights
 from prme.models.trace import RankFusionTrace, ScoreTrace
-from prme.retrieval.scoring import ranking_key, rrf_score, trace_columns, weighted_scores
+from prme.retrieval.fusion_methods import fusion_method
+from prme.retrieval.scoring import ranking_key
 
 RECEIPT_SCHEMA_VERSION: Final = 2
 REPLAY_CONTEXT = "prme.receipt.replay"
@@ -123,12 +124,10 @@ class RetrievalReceipt(Frozen):
 
     def replay_scores(self, multipliers: RankingMultipliers | None = None) -> list[float]:
         """Each candidate's score from its trace alone; ``multipliers`` overrides the recorded ones."""
-        if self.scoring.fusion == "rrf":
-            k = self.scoring.rrf_k or 60
-            return [rrf_score(c.rank_fusion, k) if c.rank_fusion else 0.0 for c in self.candidates]
+        method = fusion_method(self.scoring)
         chosen = self.ranking_multipliers if multipliers is None else multipliers
-        weights = adjusted_weights(self.weights, chosen)
-        return weighted_scores(trace_columns([c.trace for c in self.candidates]), weights)
+        weights = adjusted_weights(self.weights, chosen) if method.adjusts_weights else self.weights
+        return method.replay(self.candidates, self.scoring, weights)
 
     def replay_ranking(self) -> list[UUID]:
         """The stored candidates re-sorted by replayed score under the recorded ranking policy."""
@@ -149,7 +148,7 @@ class RetrievalReceipt(Frozen):
         if len(set(ids)) != len(ids):
             raise ValueError("receipt candidate ids must be unique")
         if (
-            self.scoring.fusion == "rrf"
+            not fusion_method(self.scoring).adjusts_weights
             and self.ranking_multipliers is not None
             and not self.ranking_multipliers.is_neutral
         ):

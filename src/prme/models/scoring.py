@@ -30,6 +30,10 @@ DEFAULT_NODE_TYPE_BOOST: dict[str, float] = {
 }
 
 Multiplier = float
+# The product default's rank-fusion constant. Measured (bench/quality.py, LoCoMo and SciFact):
+# with confidence-weighted channels a small k lets the trusted channel's head lead; k=60 (the
+# reference's) keeps the fused list near the weaker channel's middle ranks.
+PRODUCT_RRF_K = 10
 
 
 class RankingMultipliers(Frozen):
@@ -81,6 +85,12 @@ class ScoringWeights(Frozen):
     rrf_k: int | None = Field(default=None, ge=1, le=10000)
     rrf_recency_boost: FiniteFloat | None = Field(default=None, gt=0.0, le=4.0)
     rrf_tie_break: Literal["event_time"] | None = None
+    # Confidence-weighted rank fusion: each channel's reciprocal ranks are weighted by its own
+    # confidence for the query (``prme.retrieval.fusion.channel_weights``). None is plain RRF
+    # (omitted from the dump, so scoring recorded before this field keeps its bytes).
+    rrf_channel_weights: Literal["score_gap"] | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ScoringWeights:
@@ -94,11 +104,13 @@ class ScoringWeights(Frozen):
             self.rrf_k is not None
             or self.rrf_recency_boost is not None
             or self.rrf_tie_break is not None
+            or self.rrf_channel_weights is not None
         ):
             # rrf-only settings have no meaning under the weighted formula; drop them.
             object.__setattr__(self, "rrf_k", None)
             object.__setattr__(self, "rrf_recency_boost", None)
             object.__setattr__(self, "rrf_tie_break", None)
+            object.__setattr__(self, "rrf_channel_weights", None)
         return self
 
     def additive(self) -> tuple[float, ...]:
@@ -142,12 +154,20 @@ class ScoringWeights(Frozen):
                 text += f":recency={self.rrf_recency_boost}"
             if self.rrf_tie_break is not None:
                 text += f":tie_break={self.rrf_tie_break}"
+            if self.rrf_channel_weights is not None:
+                text += f":channels={self.rrf_channel_weights}"
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def product_default_scoring() -> ScoringWeights:
     """What an unconfigured engine uses: reciprocal-rank fusion."""
-    return ScoringWeights(fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time")
+    return ScoringWeights(
+        fusion="rrf",
+        rrf_k=PRODUCT_RRF_K,
+        rrf_recency_boost=0.25,
+        rrf_tie_break="event_time",
+        rrf_channel_weights="score_gap",
+    )
 
 
 def adjusted_weights(

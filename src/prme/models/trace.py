@@ -33,3 +33,12 @@ class RankFusionTrace(Frozen):
     temporal_factor: FiniteFloat = Field(ge=0.0, le=1.0)
     recency_boost_factor: FiniteFloat | None = Field(default=None, ge=0.0, le=1.0)
     tie_break: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0)
+    # Per-channel weights of confidence-weighted fusion (``rrf_channel_weights``), each in
+    # [0, 2] and summing to 2; absent (None) means the plain formula's 1 and 1. Omitted from
+    # the dump when absent, so receipts written before these fields keep their exact bytes.
+    semantic_weight: FiniteFloat | None = Field(
+        default=None, ge=0.0, le=2.0, exclude_if=lambda v: v is None
+    )
+    lexical_weight: FiniteFloat | None = Field(
+        default=None, ge=0.0, le=2.0, exclude_if=lambda v: v is None
+    )

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from prme.models.enums import DECAY_LAMBDA, DecayProfile
 from prme.models.scoring import ScoringWeights
+from prme.retrieval.fusion import channel_weights
 from prme.retrieval.owner_index import (
     CONDITIONS,
     DECAYS,
@@ -22,7 +23,7 @@ from prme.retrieval.owner_index import (
     OwnerIndex,
 )
 from prme.retrieval.scoring import FloatArray
-from prme.storage.timeutil import to_us
+from prme.timeutil import to_us
 
 US_PER_DAY = 86_400_000_000.0
 US_PER_DAY_INT = 86_400_000_000
@@ -230,6 +231,7 @@ class FusionInputs:
     recency_raw: FloatArray
     tie_break: FloatArray | None
     ranked: BoolArray
+    channel_weights: tuple[float, float] | None = None  # (semantic, lexical); None = plain
 
 
 def _pool_normalized(raw: FloatArray, ranked: BoolArray) -> FloatArray:
@@ -272,7 +274,11 @@ def fusion_inputs(
         tie = np.zeros(n, dtype=np.float64)
         count = int(ranked.sum())
         tie[ranked] = (competition_ranks(stated[ranked].astype(np.float64)) - 1) / count
+    weights_by_channel = None
+    if weights.rrf_channel_weights == "score_gap":
+        weights_by_channel = channel_weights(semantic[sem_on], lexical[lex_on])
     return FusionInputs(
+        channel_weights=weights_by_channel,
         semantic_rank=sem_rank,
         lexical_rank=lex_rank,
         epistemic_factor=_pool_normalized(epistemic_weights(ix, pos, epistemic_map), ranked),

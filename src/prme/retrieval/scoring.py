@@ -95,6 +95,8 @@ def rrf_score(fusion: RankFusionTrace, k: int) -> float:
         fusion.recency_boost_factor,
         fusion.tie_break,
         k,
+        fusion.semantic_weight,
+        fusion.lexical_weight,
     )
 
 
@@ -107,18 +109,23 @@ def rrf_value(
     recency_boost_factor: float | None,
     tie_break: float | None,
     k: int,
+    semantic_weight: float | None = None,
+    lexical_weight: float | None = None,
 ) -> float:
-    """``fused = Σ_channels 1/(k + rank)``; ``value = fused·(k+1)/2 × epistemic × node_type ×
-    temporal [× recency_boost]`` rounded to 10 places; a positive score then loses
-    ``tie_break × 1e-11`` (newer stated times lose less). A candidate on no channel scores 0.
+    """``fused = Σ_channels w_ch/(k + rank)`` (``w_ch`` the recorded channel weight, 1 when
+    absent); ``value = fused·(k+1)/2 × epistemic × node_type × temporal [× recency_boost]``
+    rounded to 10 places; a positive score then loses ``tie_break × 1e-11`` (newer stated times
+    lose less). A candidate on no channel scores 0.
     """
     if semantic_rank is None and lexical_rank is None:
         return 0.0
+    ws = 1.0 if semantic_weight is None else semantic_weight
+    wl = 1.0 if lexical_weight is None else lexical_weight
     fused = 0.0
     if semantic_rank is not None:
-        fused = fused + 1.0 / (k + semantic_rank)
+        fused = fused + ws / (k + semantic_rank)
     if lexical_rank is not None:
-        fused = fused + 1.0 / (k + lexical_rank)
+        fused = fused + wl / (k + lexical_rank)
     value = fused * (k + 1) / 2 * epistemic_factor * node_type_factor * temporal_factor
     if recency_boost_factor is not None:
         value = value * recency_boost_factor
@@ -156,15 +163,17 @@ def rrf_scores(
     recency_boost_factor: FloatArray | None,
     tie_break: FloatArray | None,
     k: int,
+    channel_weights: tuple[float, float] | None = None,
 ) -> list[float]:
     """Vectorized :func:`rrf_value` (rank 0 = not on that channel), same arithmetic order."""
+    ws, wl = (1.0, 1.0) if channel_weights is None else channel_weights
     has_semantic = semantic_rank > 0
     has_lexical = lexical_rank > 0
     fused = np.zeros(len(semantic_rank), dtype=np.float64)
     fused = np.where(
-        has_semantic, fused + 1.0 / (k + np.where(has_semantic, semantic_rank, 1)), fused
+        has_semantic, fused + ws / (k + np.where(has_semantic, semantic_rank, 1)), fused
     )
-    fused = np.where(has_lexical, fused + 1.0 / (k + np.where(has_lexical, lexical_rank, 1)), fused)
+    fused = np.where(has_lexical, fused + wl / (k + np.where(has_lexical, lexical_rank, 1)), fused)
     value = fused * (k + 1) / 2 * epistemic_factor * node_type_factor
     value = value * temporal_factor
     if recency_boost_factor is not None:

@@ -40,16 +40,15 @@ from prme.models.trace import RankFusionTrace, ScoreTrace
 from prme.retrieval.features import (
     GRAPH_PROXIMITY,
     FilterSettings,
-    FusionInputs,
-    fusion_inputs,
     keep_mask,
     minmax,
     weighted_features,
 )
+from prme.retrieval.fusion_methods import FusionContext, fusion_method
 from prme.retrieval.owner_index import SCOPES, OwnerIndex
 from prme.retrieval.packing import pack
 from prme.retrieval.query import analyze_query
-from prme.retrieval.scoring import FloatArray, rrf_scores, weighted_scores
+from prme.retrieval.scoring import FloatArray
 from prme.services.receipts import persist_receipt
 from prme.services.resolution import resolve_multipliers
 from prme.storage.timeutil import to_us
@@ -204,7 +203,8 @@ def _ranked_order(
 
 def check_rank_fusion_request(base: ScoringWeights, multipliers: RankingMultipliers | None) -> None:
     """Under rrf, non-neutral multipliers are rejected before any retrieval work."""
-    if base.fusion == "rrf" and multipliers is not None and not multipliers.is_neutral:
+    adjustable = fusion_method(base).adjusts_weights
+    if not adjustable and multipliers is not None and not multipliers.is_neutral:
         raise InvalidInputError("ranking_multipliers", RRF_MULTIPLIER_ERROR)
 
 
@@ -366,37 +366,26 @@ def retrieve(
     features = weighted_features(
         ix, pos, semantic, lexical, graph, path_counts, now_us, applied, cfg.epistemic_weights
     )
-    fi: FusionInputs | None = None
-    if base.fusion == "weighted":
-        scores = weighted_scores(features, applied)
-    else:
-        fi = fusion_inputs(
-            ix,
-            pos,
-            semantic,
-            lexical,
-            on_vector,
-            on_lexical,
-            base,
-            cfg.epistemic_weights,
-            analysis.current_state,
-        )
-        scores = rrf_scores(
-            fi.semantic_rank,
-            fi.lexical_rank,
-            fi.epistemic_factor,
-            fi.node_type_factor,
-            fi.temporal_factor,
-            fi.recency_boost_factor,
-            fi.tie_break,
-            base.rrf_k or 60,
-        )
-        features["recency_factor"] = fi.recency_raw
-        features["salience"] = np.zeros(n, dtype=np.float64)
-        features["confidence"] = np.zeros(n, dtype=np.float64)
+    method = fusion_method(base)
+    fused = method.fuse(
+        features,
+        FusionContext(
+            ix=ix,
+            pos=pos,
+            semantic=semantic,
+            lexical=lexical,
+            on_vector=on_vector,
+            on_lexical=on_lexical,
+            epistemic_map=cfg.epistemic_weights,
+            current_state=analysis.current_state,
+        ),
+        base,
+        applied,
+    )
+    scores, features, fi = fused.scores, fused.features, fused.rank_fusion
 
     # ---- selection: floor, deterministic order, caps, limit
-    gate = semantic.tolist() if base.fusion == "rrf" else scores
+    gate = semantic.tolist() if method.min_score_on == "semantic_relevance" else scores
     path_score = features["path_score"].tolist()
     plist = pos.tolist()
     ordered = _ranked_order(scores, path_score, ix.ids, plist, gate, floor)
@@ -456,6 +445,8 @@ def retrieve(
                 tie_break=None
                 if fi.tie_break is None or not fi.ranked[i]
                 else float(fi.tie_break[i]),
+                semantic_weight=None if fi.channel_weights is None else fi.channel_weights[0],
+                lexical_weight=None if fi.channel_weights is None else fi.channel_weights[1],
             )
             relevance = float(semantic[i])
         candidates.append(

@@ -1,24 +1,8 @@
-"""Exact datetime <-> integer microseconds (UTC) conversion for storage columns."""
+"""Storage's time columns are integer microseconds: the conversions live in :mod:`prme.timeutil`
+(pure, so the retrieval features and replay can use them without importing storage)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from prme.timeutil import from_us, opt_from_us, opt_to_us, to_us
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
-
-
-def to_us(value: datetime) -> int:
-    return (value - EPOCH) // _US
-
-
-def from_us(value: int) -> datetime:
-    return EPOCH + timedelta(microseconds=value)
-
-
-def opt_to_us(value: datetime | None) -> int | None:
-    return None if value is None else to_us(value)
-
-
-def opt_from_us(value: int | None) -> datetime | None:
-    return None if value is None else from_us(value)
+__all__ = ["from_us", "opt_from_us", "opt_to_us", "to_us"]

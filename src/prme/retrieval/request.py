@@ -1,0 +1,152 @@
+"""The one definition of the retrieval parameters.
+
+``RetrievalRequest`` lists every parameter of a retrieval, its type and default, and where the
+receipt records it. ``MemoryClient.retrieve``'s keywords, the HTTP body
+(``prme.http.schemas.RetrieveRequest``), the MCP tool ``memory_retrieve``, the receipt's
+recorded inputs and gate 2's paired-field check are all checked against it
+(``tests/test_retrieval_request.py``); gate 2's paired receipt fields are derived from it.
+
+Each field's ``receipt`` is where its (normalized) value lives in a ``RetrievalReceipt``:
+a top-level field, ``packing.<name>`` or ``execution.inputs.<name>``. ``pairing`` says how
+gate 2 treats it: ``same`` (both arms must record equal values), ``arm`` (differs by design
+between baseline and candidate), or ``checked`` (compared by gate 2 in its own way: the owner,
+the scope set and the normalized query).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from prme.models.base import Frozen
+from prme.models.enums import NodeType, RetrievalMode, SourceType
+from prme.models.scope import ScopeInput
+from prme.models.scoring import RankingMultipliers, ScoringWeights
+
+Pairing = Literal["same", "arm", "checked"]
+
+
+def _where(*receipt: str, pairing: Pairing = "same", surface: str = "all") -> Any:
+    """Field metadata: the receipt paths recording it, gate 2's pairing, and the surfaces that
+    accept it (``all``, or ``python``: base scoring is the server's configuration over HTTP
+    and MCP)."""
+    return {"receipt": receipt, "pairing": pairing, "surface": surface}
+
+
+class RetrievalRequest(Frozen):
+    """Every parameter of one retrieval (``MemoryClient.retrieve``), in signature order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    query: str = Field(json_schema_extra=_where("query", pairing="checked"))
+    user_id: str = Field(json_schema_extra=_where("user_id", pairing="checked"))
+    scope: ScopeInput = Field(default=None, json_schema_extra=_where("scopes", pairing="checked"))
+    time_from: datetime | None = Field(default=None, json_schema_extra=_where("time_from"))
+    time_to: datetime | None = Field(default=None, json_schema_extra=_where("time_to"))
+    reference_time: datetime | None = Field(
+        default=None, json_schema_extra=_where("reference_time")
+    )
+    knowledge_at: datetime | None = Field(
+        default=None, json_schema_extra=_where("execution.inputs.knowledge_at")
+    )
+    event_time_from: datetime | None = Field(
+        default=None, json_schema_extra=_where("execution.inputs.event_time_from")
+    )
+    event_time_to: datetime | None = Field(
+        default=None, json_schema_extra=_where("execution.inputs.event_time_to")
+    )
+    token_budget: int | None = Field(default=None, json_schema_extra=_where("packing.token_budget"))
+    min_score: float | None = Field(default=None, json_schema_extra=_where("min_score"))
+    limit: int | None = Field(default=None, json_schema_extra=_where("result_limit"))
+    max_per_source: int | None = Field(
+        default=None, json_schema_extra=_where("execution.inputs.max_per_source")
+    )
+    max_per_evidence: int | None = Field(
+        default=None, json_schema_extra=_where("execution.inputs.max_per_evidence")
+    )
+    exclude_node_types: Collection[NodeType | str] | None = Field(
+        default=None, json_schema_extra=_where("execution.inputs.exclude_node_types")
+    )
+    source_types: Collection[SourceType | str] | None = Field(
+        default=None, json_schema_extra=_where("execution.inputs.source_types")
+    )
+    weights: ScoringWeights | Mapping[str, Any] | None = Field(
+        default=None, json_schema_extra=_where("scoring", "weights", surface="python")
+    )
+    ranking_multipliers: RankingMultipliers | Mapping[str, Any] | None = Field(
+        default=None,
+        json_schema_extra=_where(
+            "ranking_multipliers", "execution.inputs.ranking_multipliers", pairing="arm"
+        ),
+    )
+    retrieval_mode: RetrievalMode | str = Field(
+        default=RetrievalMode.DEFAULT, json_schema_extra=_where("retrieval_mode")
+    )
+    include_cross_scope: bool = Field(
+        default=True, json_schema_extra=_where("execution.inputs.include_cross_scope")
+    )
+
+
+def _extra(name: str) -> dict[str, Any]:
+    extra = RetrievalRequest.model_fields[name].json_schema_extra
+    assert isinstance(extra, dict)
+    return extra
+
+
+PARAMETERS: tuple[str, ...] = tuple(RetrievalRequest.model_fields)
+# The MCP tool's argument names where they differ (a kept, published tool shape).
+MCP_NAMES: dict[str, str] = {"retrieval_mode": "mode"}
+# execution.inputs keys that come from the engine's configuration or the profile resolution,
+# not from a request parameter (recorded so that replays and gate 2 see them).
+CONFIGURED_INPUTS: frozenset[str] = frozenset(
+    {
+        "ranking_profile",
+        "epistemic_weights",
+        "unverified_confidence_threshold",
+        "vector_k",
+        "lexical_k",
+        "graph_max_candidates",
+        "graph_max_hops",
+        "pinned_limit",
+    }
+)
+# Parameters every surface accepts (HTTP body, MCP tool); the rest are Python-only.
+SURFACE_PARAMETERS: tuple[str, ...] = tuple(p for p in PARAMETERS if _extra(p)["surface"] == "all")
+
+
+def receipt_paths(name: str) -> tuple[str, ...]:
+    """Where the receipt records parameter ``name``."""
+    paths: tuple[str, ...] = _extra(name)["receipt"]
+    return paths
+
+
+def pairing(name: str) -> Pairing:
+    value: Pairing = _extra(name)["pairing"]
+    return value
+
+
+def _paired_top_level() -> tuple[str, ...]:
+    fields: list[str] = []
+    for name in PARAMETERS:
+        if pairing(name) != "same":
+            continue
+        for path in receipt_paths(name):
+            top = path.split(".")[0]
+            if top != "execution" and top not in fields:
+                fields.append(top)
+    return tuple(fields)
+
+
+# Top-level receipt fields both arms of a gate-2 pair must share exactly (the execution inputs
+# are compared key by key; the ``arm`` parameters there are ARM_INPUTS).
+PAIRED_RECEIPT_FIELDS: tuple[str, ...] = _paired_top_level()
+ARM_INPUT_KEYS: frozenset[str] = frozenset(
+    path.removeprefix("execution.inputs.")
+    for name in PARAMETERS
+    if pairing(name) == "arm"
+    for path in receipt_paths(name)
+    if path.startswith("execution.inputs.")
+)
