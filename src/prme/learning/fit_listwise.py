@@ -28,6 +28,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from prme.learning.coordinate import coordinate_search
 from prme.learning.metrics import discount
 from prme.learning.observations import ObservedGroup
 from prme.learning.table import PATH, JudgedTable
@@ -38,8 +39,6 @@ from prme.models.scoring import ADDITIVE_FEATURES, MULTIPLIER_MAX, MULTIPLIER_MI
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 0.0625)
-LOG_MIN = math.log(MULTIPLIER_MIN)
-LOG_MAX = math.log(MULTIPLIER_MAX)
 REGRESSION_WEIGHT = 1.0  # a training group below base counts (1 + this) times its drop
 KEEP_GAIN = 0.9  # the shrink keeps at least this share of the loss improvement
 SHRINK_STEPS = 16
@@ -141,26 +140,12 @@ def pattern_search(objective: ListwiseObjective, passes: int) -> tuple[FloatArra
             seen[key] = objective(logs)
         return seen[key]
 
-    current = np.zeros(len(ADDITIVE_FEATURES))
-    before, base_evidence, _ = evaluate(current)
-    best = before
-    for step in STEP_SIZES:
-        for _ in range(passes):
-            changed = False
-            for f in range(len(ADDITIVE_FEATURES)):
-                winner: FloatArray | None = None
-                for delta in (-step, step):
-                    proposal = current.copy()
-                    proposal[f] = min(LOG_MAX, max(LOG_MIN, current[f] + delta))
-                    if proposal[f] == current[f]:
-                        continue
-                    loss, _, regressed = evaluate(proposal)
-                    if regressed <= MAX_REGRESSION_FRACTION and loss < best - TOLERANCE:
-                        best, winner = loss, proposal
-                if winner is not None:
-                    current, changed = winner, True
-            if not changed:
-                break
+    def guarded(logs: FloatArray) -> float | None:
+        loss, _, regressed = evaluate(logs)
+        return loss if regressed <= MAX_REGRESSION_FRACTION else None
+
+    before, base_evidence, _ = evaluate(np.zeros(len(ADDITIVE_FEATURES)))
+    current, best = coordinate_search(guarded, before, STEP_SIZES, passes)
     if not best < before - TOLERANCE:
         return np.zeros(len(ADDITIVE_FEATURES)), before, before
     # The shrink is judged on the evidence alone (the pull would reward any shrink).

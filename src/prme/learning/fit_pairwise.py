@@ -8,10 +8,10 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from prme.learning.coordinate import coordinate_search
 from prme.learning.observations import ObservedGroup
 from prme.learning.table import JudgedTable
 from prme.models.learning import (
-    TOLERANCE,
     LearningConfig,
 )
 from prme.models.scoring import (
@@ -22,8 +22,6 @@ from prme.models.scoring import (
 
 FloatArray = npt.NDArray[np.float64]
 STEP_SIZES = (0.5, 0.25, 0.125, 0.0625)
-LOG_MIN = math.log(MULTIPLIER_MIN)
-LOG_MAX = math.log(MULTIPLIER_MAX)
 
 
 class PairwiseObjective:
@@ -67,26 +65,9 @@ def coordinate_descent(
     objective: PairwiseObjective, passes: int
 ) -> tuple[FloatArray, float, float]:
     """Coordinate descent in log space (§E.9): returns (log multipliers, loss before, after)."""
-    current = np.zeros(len(ADDITIVE_FEATURES))
-    before = best = objective(current)
-    for step in STEP_SIZES:
-        for _ in range(passes):
-            changed = False
-            for f in range(len(ADDITIVE_FEATURES)):
-                winner: FloatArray | None = None
-                for delta in (-step, step):
-                    proposal = current.copy()
-                    proposal[f] = min(LOG_MAX, max(LOG_MIN, current[f] + delta))
-                    if proposal[f] == current[f]:
-                        continue
-                    loss = objective(proposal)
-                    if loss < best - TOLERANCE:
-                        best, winner = loss, proposal
-                if winner is not None:
-                    current, changed = winner, True
-            if not changed:
-                break
-    return current, before, best
+    before = objective(np.zeros(len(ADDITIVE_FEATURES)))
+    logs, after = coordinate_search(objective, before, STEP_SIZES, passes)
+    return logs, before, after
 
 
 def fit_pairwise(
