@@ -117,11 +117,14 @@ def session_postgres_url() -> str:
                     from pgserver import postgres_server
 
                     pgdata = Path(tempfile.mkdtemp(prefix="prme-test-postgres-"))
+                    _SESSION["pgdata"] = pgdata
                     _SESSION["server"] = postgres_server.get_server(
                         pgdata, cleanup_mode="delete"
                     )
                     url = _SESSION["server"].get_uri()
             except Exception as exc:
+                if _SESSION.get("pgdata") is not None:  # a server that never started: no leftovers
+                    shutil.rmtree(_SESSION["pgdata"], ignore_errors=True)
                 _SESSION["error"] = (
                     f"no PostgreSQL server for tests ({type(exc).__name__}: {exc});"
                     f" set {POSTGRES_URL_ENV} to a server with pgvector, or"
