@@ -8,6 +8,7 @@ per run (a server that cannot start fails them).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import socket
 import threading
@@ -245,7 +246,7 @@ def test_migrations_are_versioned_and_idempotent(
 ) -> None:
     schema = schemas("mig")
     every = [m.version for m in migrations.MIGRATIONS]
-    assert every == [1, 2, 3, 4]
+    assert every == [1, 2, 3, 4, 5]
     assert migrations.pending(postgres_url, schema=schema) == every
     with pytest.raises(IntegrityError, match="prme db upgrade"):
         PostgresStore(postgres_url, schema=schema, upgrade=False)
@@ -259,6 +260,7 @@ def test_migrations_are_versioned_and_idempotent(
         (2, "receipt retention"),
         (3, "per-owner lexical statistics"),
         (4, "per-owner content write sequences"),
+        (5, "kept pack digest"),
     ]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
@@ -343,7 +345,7 @@ def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
         conn.execute(
             f"INSERT INTO {old}.memories({columns}) SELECT {columns} FROM {current}.memories"
         )
-    assert migrations.upgrade(postgres_url, schema=old) == [2, 3, 4]
+    assert migrations.upgrade(postgres_url, schema=old) == [2, 3, 4, 5]
     assert _lexical_statistics(postgres_url, old) == expected
     with admin(postgres_url) as conn:
         tables = {
@@ -354,6 +356,42 @@ def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
         }
     assert {"owner_lexemes", "owner_lexical_stats"} <= tables
     assert not {"lexemes", "lexical_stats"} & tables
+
+
+def test_migration_5_computes_the_digest_state_of_an_existing_pack(
+    postgres_url: str, schemas: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pack written before the kept digest (migrations 1-4 only): upgrading computes the
+    # state from its rows, equal to what the writes keep, and the same digest.
+    current, old = schemas("digest_current"), schemas("digest_old")
+    store = PostgresStore(postgres_url, schema=current)
+    with MemoryClient(config=make_config(), clock=FakeClock(), store=store) as client:
+        ids = client.store_many(FACTS, user_id="alice")
+        client.store_many(["Aster tea for Bob", "tea tea tea"], user_id="bob")
+        client.delete(ids[0], user_id="alice")
+        client.update(ids[1], user_id="alice", content="Aster moved to Valkey")
+        expected = store.kept_digest_state()
+        value = client.pack_digest()
+        assert expected == store.recompute_digest_state() and expected.count == len(FACTS) + 2
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:4])
+    assert migrations.upgrade(postgres_url, schema=old) == [1, 2, 3, 4]
+    monkeypatch.undo()
+    with admin(postgres_url) as conn:
+        embedder = conn.execute(
+            f"SELECT value FROM {current}.meta WHERE key = 'embedder'"
+        ).fetchone()
+        conn.execute(f"INSERT INTO {old}.meta VALUES ('embedder', %s)", embedder)
+        dimension = json.loads(embedder[0])["dimension"]
+        conn.execute(f"ALTER TABLE {old}.vectors ALTER COLUMN vec TYPE vector({dimension})")
+        for table in ("memories", "vectors", "entities"):
+            conn.execute(f"INSERT INTO {old}.{table} SELECT * FROM {current}.{table}")
+    assert migrations.upgrade(postgres_url, schema=old) == [5]
+    upgraded = PostgresStore(postgres_url, schema=old)
+    try:
+        assert upgraded.kept_digest_state() == expected == upgraded.recompute_digest_state()
+        assert upgraded.pack_digest() == value
+    finally:
+        upgraded.close()
 
 
 def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[str], str]) -> None:
@@ -369,7 +407,7 @@ def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[st
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(results) == [[], [], [], [1, 2, 3, 4]]
+    assert sorted(results) == [[], [], [], [1, 2, 3, 4, 5]]
 
 
 def test_serialized_holds_an_advisory_lock_per_key(

@@ -6,6 +6,8 @@ Everything is read in one consistent snapshot and nothing is repaired or written
 - ``memories``: every memory has exactly one vector of the pack's dimension and one lexical
   row, its ``content_sha256`` matches its content, and no vector, lexical row or entity link
   is orphaned;
+- ``digest``: the pack digest's state kept with the writes (:mod:`prme.storage.digest`)
+  equals the one recomputed from every stored memory;
 - ``oplog``: every operation's payload matches its checksum;
 - ``receipt``: every retrieval receipt parses, is canonical and replays its scores and order;
 - ``relevance``: every judgment verifies and is bound to a stored receipt with its checksum;
@@ -62,6 +64,7 @@ CheckName = Literal[
     "backend",
     "sqlite",
     "memories",
+    "digest",
     "oplog",
     "receipt",
     "relevance",
@@ -164,6 +167,7 @@ def check_pack(engine: Engine) -> IntegrityReport:
             if row[0] != "ok":
                 found.add("sqlite", None, str(row[0]))
         _check_memories(store, found)
+        _check_digest(store, found)
         _check_operations(engine, store, found)
     return _report(identity.pack_id, identity.write_seq, found)
 
@@ -232,6 +236,21 @@ def _check_memories(store: SQLiteStore, found: _Findings) -> None:
     ):
         if sha256_hex(content) != digest:
             found.add("memories", node_id, "content does not match content_sha256")
+
+
+def _check_digest(store: SQLiteStore, found: _Findings) -> None:
+    kept = store.kept_digest_state()
+    if kept is None:
+        found.skipped.append("digest: the pack predates the kept digest (opened read-only)")
+        return
+    recomputed = store.recompute_digest_state()
+    if kept != recomputed:
+        found.add(
+            "digest",
+            None,
+            f"the kept pack digest state ({kept.count} memories, sum {kept.encode()[1]}) differs"
+            f" from the stored memories ({recomputed.count}, sum {recomputed.encode()[1]})",
+        )
 
 
 # ------------------------------------------------------------------------ operations log

@@ -293,6 +293,15 @@ def _v4(conn: Conn, s: str, v: str) -> None:
     )
 
 
+def _v5(conn: Conn, s: str, v: str) -> None:
+    """The kept pack digest (:mod:`prme.storage.digest`): the number of memories and the sum of
+    their row hashes, in ``meta``, computed once here from every stored row and then updated
+    by each content write, so reading the digest no longer re-reads the pack."""
+    from prme.storage.pg_digest import recompute_digest_state, save_digest_state
+
+    save_digest_state(conn, f"{s}.", recompute_digest_state(conn, f"{s}.", f"{v}."))
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: ``apply(conn, schema, vector_schema)`` inside the upgrade transaction."""
@@ -307,6 +316,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "receipt retention", _v2),
     Migration(3, "per-owner lexical statistics", _v3),
     Migration(4, "per-owner content write sequences", _v4),
+    Migration(5, "kept pack digest", _v5),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -45,7 +45,7 @@ import json
 import math
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -70,6 +70,7 @@ from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
 from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
 from prme.retrieval.owner_index import OwnerIndex
+from prme.storage import digest as pack_digest_
 from prme.storage.base import OpHead, OpRecord
 from prme.storage.migrations import (
     LATEST_VERSION,
@@ -83,6 +84,12 @@ from prme.storage.migrations import (
     vector_schema,
 )
 from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
+from prme.storage.pg_digest import (
+    digest_state,
+    recompute_digest_state,
+    row_hashes,
+    save_digest_state,
+)
 from prme.storage.rows import node_values
 from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
 
@@ -480,28 +487,35 @@ class PostgresStore:
             self._run(conn, f"ALTER TABLE vectors ALTER COLUMN vec TYPE vector({dimension})")
 
     def pack_digest(self) -> str:
-        """SHA-256 over the pack's retrieval-relevant content; equal to the SQLite pack's."""
-        digest = hashlib.sha256()
+        """SHA-256 over the pack's retrieval-relevant content (:mod:`prme.storage.digest`),
+        equal to the SQLite pack's: read from the state kept with the writes (O(1))."""
         with self.read_snapshot(), self._connection() as conn:
-            digest.update(canonical_bytes({"embedder": self.embedder_identity()}))
-            names: dict[int, list[str]] = {}
-            for rowid, name in self._run(
-                conn, "SELECT memory_rowid, name FROM entities ORDER BY memory_rowid, name"
-            ):
-                names.setdefault(int(rowid), []).append(str(name))
-            rows = self._run(
-                conn,
-                f"SELECT m.rowid, {_NODE_COLUMNS}, v.vec FROM memories m"
-                " LEFT JOIN vectors v ON v.rowid = m.rowid ORDER BY m.id",
-                binary=True,
-            )
-            for row in rows:
-                node = _row_to_node(row[1:-1])
-                digest.update(b"\n")
-                digest.update(canonical_bytes({"node": node, "entities": names.get(row[0], [])}))
-                digest.update(b"\x00")
-                digest.update(b"" if row[-1] is None else PgVector.decode_le(row[-1]))
-        return digest.hexdigest()
+            state = self._digest_state(conn)
+            return pack_digest_.pack_digest(self.embedder_identity(), state)
+
+    def _digest_state(self, conn: Conn, *, for_update: bool = False) -> pack_digest_.DigestState:
+        return digest_state(conn, "", for_update=for_update)
+
+    def kept_digest_state(self) -> pack_digest_.DigestState:
+        """The digest state kept with the writes."""
+        with self._connection() as conn:
+            return self._digest_state(conn)
+
+    def recompute_digest_state(self) -> pack_digest_.DigestState:
+        """The digest state recomputed from every stored memory (``pack check``, import)."""
+        with self.read_snapshot(), self._connection() as conn:
+            return recompute_digest_state(conn, "")
+
+    def rebuild_digest_state(self) -> None:
+        """Recompute and keep the digest state (after rows were written directly: import)."""
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            save_digest_state(conn, "", recompute_digest_state(conn, ""))
+
+    def _update_digest(self, conn: Conn, added: Iterable[int], removed: Iterable[int]) -> None:
+        """Add and remove row hashes (the caller holds the content lock: one writer)."""
+        state = self._digest_state(conn, for_update=True)
+        save_digest_state(conn, "", state.remove(removed).add(added))
 
     # ---------------------------------------------------------------- content writes
     def _refuse_if_frozen(self, operation: str) -> None:
@@ -519,6 +533,11 @@ class PostgresStore:
             return
         rows = [node_values(node) for node in nodes]
         encoded = PgVector.encode_rows(vectors, len(nodes))
+        little = np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")
+        hashes = [
+            pack_digest_.row_hash(row, names, little[i].tobytes())
+            for i, (row, names) in enumerate(zip(rows, entities, strict=True))
+        ]
         with self.transaction() as conn:
             self._lock_content(conn)
             (first,) = self._run(
@@ -547,6 +566,7 @@ class PostgresStore:
                 self._count_lexemes(conn, first, last, +1)
                 self._bump(conn, "write_seq")
                 self._bump_owners(conn, {node.user_id for node in nodes})
+            self._update_digest(conn, hashes, ())
 
     def _bulk(
         self, conn: Conn, table: str, columns: str, rows: Sequence[Sequence[Any]], small: bool
@@ -612,6 +632,7 @@ class PostgresStore:
             if row is None:
                 return False
             rowid = int(row[0])
+            self._update_digest(conn, (), row_hashes(conn, "", "m.rowid = %s", (rowid,)))
             self._count_lexemes(conn, rowid, rowid, -1)
             self._run(conn, "DELETE FROM entities WHERE memory_rowid = %s", (rowid,))
             self._run(conn, "DELETE FROM vectors WHERE rowid = %s", (rowid,))
@@ -623,8 +644,10 @@ class PostgresStore:
     def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
         """End the owner's memory at ``ended_at_us`` and mark it ``superseded`` (as SQLite)."""
         self._refuse_if_frozen("update")
+        where, params = "m.id = %s AND m.user_id = %s", (node_id, user_id)
         with self.transaction() as conn:
             self._lock_content(conn)
+            before = row_hashes(conn, "", where, params)
             cursor = self._run(
                 conn,
                 "UPDATE memories SET lifecycle_state = 'superseded', updated_at = %s,"
@@ -634,6 +657,7 @@ class PostgresStore:
             )
             if cursor.rowcount != 1:
                 return False
+            self._update_digest(conn, row_hashes(conn, "", where, params), before)
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
         return True

@@ -9,6 +9,38 @@ from prme.canonical import canonical_json, sha256_hex
 from prme.models.memory import MemoryNode
 from prme.storage.timeutil import opt_to_us, to_us
 
+# The ``memories`` columns after ``rowid``, in schema order: what :func:`node_values` returns.
+VALUE_COLUMNS = (
+    "id",
+    "user_id",
+    "scope",
+    "node_type",
+    "content",
+    "content_sha256",
+    "metadata",
+    "condition_state",
+    "session_id",
+    "role",
+    "created_at",
+    "updated_at",
+    "event_time",
+    "valid_from",
+    "valid_to",
+    "confidence",
+    "salience",
+    "confidence_base",
+    "salience_base",
+    "epistemic_type",
+    "source_type",
+    "lifecycle_state",
+    "decay_profile",
+    "last_reinforced_at",
+    "reinforcement_boost",
+    "pinned",
+    "evidence_refs",
+    "ttl_days",
+)
+
 
 def node_values(node: MemoryNode) -> tuple[Any, ...]:
     """The ``memories`` columns after ``rowid``, in schema order (times as UTC microseconds)."""

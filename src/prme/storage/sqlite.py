@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from importlib import resources
 from pathlib import Path
@@ -55,6 +55,7 @@ from prme.retrieval.owner_index import (
     OwnerIndex,
     code,
 )
+from prme.storage import digest as pack_digest_
 from prme.storage.base import OpHead, OpRecord
 from prme.storage.fts5_lexical import (
     QueryTokenizer,
@@ -63,7 +64,7 @@ from prme.storage.fts5_lexical import (
     owner_bm25,
 )
 from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
-from prme.storage.rows import node_values
+from prme.storage.rows import VALUE_COLUMNS, node_values
 from prme.storage.timeutil import from_us, opt_from_us
 
 DB_FILE = "pack.sqlite3"
@@ -241,7 +242,7 @@ class SQLiteStore:
         self._index_lock = threading.Lock()
         self._closed = False
         self._embedder: dict[str, Any] | None = None
-        self._digest: tuple[int, str] | None = None
+        self._digest: tuple[int, pack_digest_.DigestState] | None = None
         self._tokenizer = QueryTokenizer(FTS_TOKENIZER)
         try:
             try:
@@ -453,6 +454,8 @@ class SQLiteStore:
             }
             for key, value in defaults.items():
                 conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+            if self._digest_state() is None:  # a new pack, or one from before the kept digest
+                self._save_digest_state(conn, self.recompute_digest_state())
         self._check_schema()
 
     def _check_schema(self) -> None:
@@ -543,32 +546,73 @@ class SQLiteStore:
                 conn.execute("UPDATE owner_sequences SET write_seq = write_seq + 1")
 
     def pack_digest(self) -> str:
-        """SHA-256 over the pack's retrieval-relevant content, in a canonical order."""
-        conn = self.conn
+        """SHA-256 over the pack's retrieval-relevant content (:mod:`prme.storage.digest`):
+        read from the state kept with the writes, so it costs the same at any pack size."""
         with self.read_snapshot() as identity:
-            # Content only changes with the write sequence, so one digest per sequence suffices.
-            if self._digest is not None and self._digest[0] == identity.write_seq:
-                return self._digest[1]
-            digest = hashlib.sha256()
-            digest.update(canonical_bytes({"embedder": self.embedder_identity()}))
-            rows = conn.execute(
-                f"SELECT m.rowid, {_NODE_COLUMNS}, v.vec FROM memories m "
-                "LEFT JOIN vectors v ON v.rowid = m.rowid ORDER BY m.id"
-            )
-            for row in rows:
-                node = _row_to_node(row[1:-1])
-                names = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT name FROM entities WHERE memory_rowid = ? ORDER BY name", (row[0],)
-                    )
-                ]
-                digest.update(b"\n")
-                digest.update(canonical_bytes({"node": node, "entities": names}))
-                digest.update(b"\x00")
-                digest.update(bytes(row[-1] or b""))
-            self._digest = (identity.write_seq, digest.hexdigest())
-        return self._digest[1]
+            state = self._digest_state()
+            if state is None:  # a read-only pack from before the kept digest: recompute
+                if self._digest is None or self._digest[0] != identity.write_seq:
+                    self._digest = (identity.write_seq, self.recompute_digest_state())
+                state = self._digest[1]
+            return pack_digest_.pack_digest(self.embedder_identity(), state)
+
+    def _digest_state(self) -> pack_digest_.DigestState | None:
+        rows = dict(
+            self.conn.execute(
+                "SELECT key, value FROM meta WHERE key IN (?, ?)",
+                (pack_digest_.COUNT_KEY, pack_digest_.SUM_KEY),
+            ).fetchall()
+        )
+        if len(rows) != 2:
+            return None
+        return pack_digest_.DigestState.decode(
+            rows[pack_digest_.COUNT_KEY], rows[pack_digest_.SUM_KEY]
+        )
+
+    def kept_digest_state(self) -> pack_digest_.DigestState | None:
+        """The digest state kept with the writes (None: a read-only pack from before it)."""
+        return self._digest_state()
+
+    def _save_digest_state(self, conn: sqlite3.Connection, state: pack_digest_.DigestState) -> None:
+        count, total = state.encode()
+        conn.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+            [(pack_digest_.COUNT_KEY, count), (pack_digest_.SUM_KEY, total)],
+        )
+
+    def _rows_hashes(self, where: str, params: Sequence[Any]) -> Iterator[int]:
+        """Row hashes of the stored memories selected by ``where`` (on ``m``), read from the
+        tables as stored."""
+        conn = self.conn
+        names: dict[int, list[str]] = {}
+        for rowid, name in conn.execute(
+            f"SELECT e.memory_rowid, e.name FROM entities e JOIN memories m"
+            f" ON m.rowid = e.memory_rowid WHERE {where}",
+            params,
+        ):
+            names.setdefault(int(rowid), []).append(str(name))
+        columns = ", ".join(f"m.{c}" for c in VALUE_COLUMNS)
+        for row in conn.execute(
+            f"SELECT m.rowid, {columns}, v.vec FROM memories m"
+            f" LEFT JOIN vectors v ON v.rowid = m.rowid WHERE {where}",
+            params,
+        ):
+            yield pack_digest_.row_hash(row[1:-1], names.get(int(row[0]), ()), row[-1])
+
+    def recompute_digest_state(self) -> pack_digest_.DigestState:
+        """The digest state recomputed from every stored memory (``pack check``, upgrades)."""
+        return pack_digest_.DigestState().add(self._rows_hashes("1", ()))
+
+    def rebuild_digest_state(self) -> None:
+        """Recompute and keep the digest state (after rows were written directly: import)."""
+        with self._write() as conn:
+            self._save_digest_state(conn, self.recompute_digest_state())
+
+    def _update_digest(
+        self, conn: sqlite3.Connection, added: Iterable[int], removed: Iterable[int]
+    ) -> None:
+        state = self._digest_state() or self.recompute_digest_state()
+        self._save_digest_state(conn, state.remove(removed).add(added))
 
     # ---------------------------------------------------------------- content writes
     def _refuse_if_frozen(self, operation: str) -> None:
@@ -587,6 +631,11 @@ class SQLiteStore:
         if not nodes:
             return
         rows = [node_values(node) for node in nodes]
+        blobs = [np.ascontiguousarray(vectors[i], dtype="<f4").tobytes() for i in range(len(rows))]
+        hashes = [
+            pack_digest_.row_hash(row, names, blob)
+            for row, names, blob in zip(rows, entities, blobs, strict=True)
+        ]
         with self._write() as conn:
             first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
             rowids = list(range(first, first + len(rows)))
@@ -604,11 +653,7 @@ class SQLiteStore:
                 [(rowid, node.content) for rowid, node in zip(rowids, nodes, strict=True)],
             )
             conn.executemany(
-                "INSERT INTO vectors(rowid, vec) VALUES (?, ?)",
-                [
-                    (rowid, np.ascontiguousarray(vectors[i], dtype=np.float32).tobytes())
-                    for i, rowid in enumerate(rowids)
-                ],
+                "INSERT INTO vectors(rowid, vec) VALUES (?, ?)", zip(rowids, blobs, strict=True)
             )
             conn.executemany(
                 "INSERT OR IGNORE INTO entities(user_id, name, memory_rowid) VALUES (?, ?, ?)",
@@ -618,6 +663,7 @@ class SQLiteStore:
                     for name in names
                 ],
             )
+            self._update_digest(conn, hashes, ())
             self._bump(conn, "write_seq")
             self._bump_owners(conn, {node.user_id for node in nodes})
 
@@ -631,6 +677,7 @@ class SQLiteStore:
             if row is None:
                 return False
             rowid, content = row
+            self._update_digest(conn, (), list(self._rows_hashes("m.rowid = ?", (rowid,))))
             conn.execute(
                 "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES('delete', ?, ?)",
                 (rowid, content),
@@ -647,7 +694,9 @@ class SQLiteStore:
         and mark it ``superseded``; a content write that also bumps ``delete_seq`` (an indexed
         row changed, so the owner's column index is rebuilt)."""
         self._refuse_if_frozen("update")
+        where = "m.id = ? AND m.user_id = ?"
         with self._write() as conn:
+            before = list(self._rows_hashes(where, (node_id, user_id)))
             cursor = conn.execute(
                 "UPDATE memories SET lifecycle_state = 'superseded', updated_at = ?,"
                 " valid_to = MIN(COALESCE(valid_to, ?), ?)"
@@ -656,6 +705,7 @@ class SQLiteStore:
             )
             if cursor.rowcount != 1:
                 return False
+            self._update_digest(conn, list(self._rows_hashes(where, (node_id, user_id))), before)
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
         return True

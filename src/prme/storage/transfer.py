@@ -26,6 +26,7 @@ import numpy as np
 from prme.canonical import canonical_json, sha256_hex
 from prme.errors import FrozenPackError, IntegrityError, InvalidInputError
 from prme.storage.base import Store
+from prme.storage.rows import VALUE_COLUMNS
 from prme.storage.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -34,37 +35,7 @@ if TYPE_CHECKING:
 FORMAT = "prme-pack"
 FORMAT_VERSION = 1
 BATCH = 1000
-MEMORY_COLUMNS = (
-    "rowid",
-    "id",
-    "user_id",
-    "scope",
-    "node_type",
-    "content",
-    "content_sha256",
-    "metadata",
-    "condition_state",
-    "session_id",
-    "role",
-    "created_at",
-    "updated_at",
-    "event_time",
-    "valid_from",
-    "valid_to",
-    "confidence",
-    "salience",
-    "confidence_base",
-    "salience_base",
-    "epistemic_type",
-    "source_type",
-    "lifecycle_state",
-    "decay_profile",
-    "last_reinforced_at",
-    "reinforcement_boost",
-    "pinned",
-    "evidence_refs",
-    "ttl_days",
-)
+MEMORY_COLUMNS = ("rowid", *VALUE_COLUMNS)
 ENTITY_COLUMNS = ("user_id", "name", "memory_rowid")
 OP_COLUMNS = (
     "seq",
@@ -116,7 +87,9 @@ class _Backend:
         raise NotImplementedError
 
     def finish(self) -> None:
-        """Rebuild derived state after all rows are in (inside the import transaction)."""
+        """Rebuild derived state after all rows are in (inside the import transaction): the
+        kept digest state is recomputed from the imported rows."""
+        raise NotImplementedError
 
     def reload(self) -> None:
         raise NotImplementedError
@@ -159,6 +132,9 @@ class _SQLite(_Backend):
         conn.executemany(
             "INSERT INTO owner_sequences(user_id, write_seq) VALUES (?, ?)", owners.items()
         )
+
+    def finish(self) -> None:
+        self.store.rebuild_digest_state()
 
     def reload(self) -> None:
         # SQLiteStore caches its identity at open; refresh it to the imported pack.
@@ -226,6 +202,7 @@ class _Postgres(_Backend):
                 "SELECT setval(pg_get_serial_sequence('oplog', 'seq'),"
                 " GREATEST(MAX(seq), 1), MAX(seq) IS NOT NULL) FROM oplog"
             )
+            self.store.rebuild_digest_state()
 
     def reload(self) -> None:
         self.store.reload()
