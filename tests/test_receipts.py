@@ -20,6 +20,7 @@ from prme import IntegrityError, MemoryClient, RankingMultipliers, RetrievalRece
 from prme.canonical import canonical_json, checksum, sha256_hex
 from prme.models.scoring import PRODUCT_RRF_K, ScoringWeights, adjusted_weights
 from prme.retrieval.scoring import weighted_score
+from prme.storage.payloads import decode
 from prme.storage.sqlite import DB_FILE
 
 ClientFactory = Callable[..., MemoryClient]
@@ -197,11 +198,12 @@ def test_round_trip_through_canonical_json(client: MemoryClient) -> None:
     assert again.checksum == receipt.checksum == checksum(receipt) == sha256_hex(text)
     assert RetrievalReceipt.model_validate(json.loads(text)).checksum == receipt.checksum
     assert '"reference_time":"2026-09-15T00:00:00Z"' in text
-    # the stored bytes are exactly the canonical JSON
+    # the stored bytes are the canonical JSON, compressed (storage/payloads.py)
     conn = sqlite3.connect(client.path / DB_FILE)
     stored = conn.execute("SELECT payload FROM oplog").fetchone()[0]
     conn.close()
-    assert stored == text
+    assert isinstance(stored, bytes) and len(stored) < len(text.encode())
+    assert decode(stored) == text
 
 
 def test_receipt_contents(client: MemoryClient) -> None:
@@ -246,7 +248,7 @@ def _stored_receipt(client: MemoryClient) -> tuple[Any, str]:
     fill(client)
     response = client.retrieve("Aster", user_id="alice", reference_time=NOW)
     conn = sqlite3.connect(client.path / DB_FILE)
-    payload = str(conn.execute("SELECT payload FROM oplog").fetchone()[0])
+    payload = decode(conn.execute("SELECT payload FROM oplog").fetchone()[0])
     conn.close()
     return response.metadata.request_id, payload
 

@@ -18,6 +18,7 @@ from prme.canonical import canonical_json, sha256_hex
 from prme.cli import main
 from prme.services.integrity import IntegrityReport
 from prme.services.profiles import STATE_OP, state_op_id
+from prme.storage.payloads import decode
 from prme.storage.timeutil import to_us
 
 from .conftest import ProfilePack
@@ -101,7 +102,7 @@ def test_a_forged_receipt_with_a_matching_checksum_fails_replay(pack: Path) -> N
         seq, payload = conn.execute(
             "SELECT seq, payload FROM oplog WHERE op_type = 'retrieval_receipt' LIMIT 1"
         ).fetchone()
-    data = json.loads(payload)
+    data = json.loads(decode(payload))
     data["candidates"][0]["score"] += 0.125  # the trace no longer yields this score
     forged = canonical_json(data)
     tamper(

@@ -260,7 +260,7 @@ def test_migrations_are_versioned_and_idempotent(
         (2, "receipt retention"),
         (3, "per-owner lexical statistics"),
         (4, "per-owner content write sequences"),
-        (5, "kept pack digest"),
+        (5, "kept pack digest and compact receipts"),
     ]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):

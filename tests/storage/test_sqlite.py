@@ -21,6 +21,7 @@ from prme.models.enums import Scope
 from prme.models.receipt import PackIdentity
 from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.query import analyze_query
+from prme.storage.payloads import decode
 from prme.storage.sqlite import DB_FILE, SQLiteStore
 
 ClientFactory = Callable[..., MemoryClient]
@@ -228,9 +229,9 @@ def test_secret_is_never_exposed(client: MemoryClient, pack_path: Path) -> None:
             assert secret.encode() not in text.encode()
             assert bytes.fromhex(secret).hex() not in text
     conn = raw(pack_path)
-    payloads = [r[0] for r in conn.execute("SELECT payload FROM oplog")]
+    stored = [decode(r[0]) for r in conn.execute("SELECT payload FROM oplog")]
     conn.close()
-    assert payloads and all(secret not in p for p in payloads)
+    assert stored and all(secret not in p for p in stored)
 
 
 def test_frozen_store_refuses_content_writes(pack_path: Path) -> None:

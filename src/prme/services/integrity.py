@@ -58,6 +58,7 @@ from prme.services.relevance import (
     parse_record,
 )
 from prme.storage.base import OpRecord
+from prme.storage.oplog_sql import op_columns, op_record, stored_payload
 from prme.storage.sqlite import SQLiteStore
 
 CheckName = Literal[
@@ -254,10 +255,7 @@ def _check_digest(store: SQLiteStore, found: _Findings) -> None:
 
 
 # ------------------------------------------------------------------------ operations log
-_OP_SQL = (
-    "SELECT seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum"
-    " FROM oplog ORDER BY seq"
-)
+_OP_SQL = f"SELECT {op_columns('?')} FROM oplog ORDER BY seq"
 
 
 @dataclass
@@ -279,8 +277,15 @@ class _Ledger:
 def _operations(store: SQLiteStore, found: _Findings, ledger: _Ledger) -> Iterator[OpRecord]:
     """Every operation whose payload matches its checksum (the others become problems)."""
     for row in store.conn.execute(_OP_SQL):
-        op = OpRecord(*row)
         found.counts["operations"] += 1
+        try:
+            payload = stored_payload(row[7], str(row[2]), str(row[1]))
+        except IntegrityError as exc:
+            found.add("oplog", row[1], f"{exc} (seq {row[0]})")
+            if row[2] == RECEIPT_OP:
+                ledger.unverified.add((str(row[3]), str(row[4])))
+            continue
+        op = op_record(row, payload)
         if sha256_hex(op.payload) != op.checksum:
             found.add("oplog", op.op_id, f"checksum mismatch ({op.op_type}, seq {op.seq})")
             if op.op_type == RECEIPT_OP:

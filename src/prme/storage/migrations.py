@@ -294,12 +294,19 @@ def _v4(conn: Conn, s: str, v: str) -> None:
 
 
 def _v5(conn: Conn, s: str, v: str) -> None:
-    """The kept pack digest (:mod:`prme.storage.digest`): the number of memories and the sum of
-    their row hashes, in ``meta``, computed once here from every stored row and then updated
-    by each content write, so reading the digest no longer re-reads the pack."""
+    """Storage at scale. The kept pack digest (:mod:`prme.storage.digest`): the number of
+    memories and the sum of their row hashes, in ``meta``, computed once here from every stored
+    row and then updated by each content write, so reading the digest no longer re-reads the
+    pack. Compact receipts (:mod:`prme.storage.payloads`): ``oplog.payload`` becomes ``bytea``
+    (the existing texts as their UTF-8 bytes, unchanged) so receipts can be stored
+    compressed."""
     from prme.storage.pg_digest import recompute_digest_state, save_digest_state
 
     save_digest_state(conn, f"{s}.", recompute_digest_state(conn, f"{s}.", f"{v}."))
+    conn.execute(
+        f"ALTER TABLE {s}.oplog ALTER COLUMN payload TYPE bytea"
+        " USING pg_catalog.convert_to(payload, 'UTF8')"
+    )
 
 
 @dataclass(frozen=True)
@@ -316,7 +323,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "receipt retention", _v2),
     Migration(3, "per-owner lexical statistics", _v3),
     Migration(4, "per-owner content write sequences", _v4),
-    Migration(5, "kept pack digest", _v5),
+    Migration(5, "kept pack digest and compact receipts", _v5),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Sequence
 from typing import Any
 
+from prme.canonical import sha256_hex
+from prme.errors import IntegrityError
+from prme.storage import payloads
+from prme.storage.base import OpRecord
+
 OP_COLUMNS = "seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum"
+# SQLite reads the payload as bytes whatever its stored type (text, or a compressed BLOB), so
+# a damaged text is reported by the decoding rather than failing the whole query.
+_SQLITE_OP_COLUMNS = OP_COLUMNS.replace(" payload,", " CAST(payload AS BLOB),")
+
+
+def op_columns(mark: str) -> str:
+    """``OP_COLUMNS`` as the backend with placeholder ``mark`` selects them."""
+    return _SQLITE_OP_COLUMNS if mark == "?" else OP_COLUMNS
 
 
 def select_ops(
@@ -50,8 +65,9 @@ def select_ops(
         order = " ORDER BY created_at, seq"
     if limit is not None and newest_first and namespace is None and target_id is None:
         page = f"SELECT seq{where}{order} LIMIT {mark}"
-        return f"SELECT {OP_COLUMNS} FROM oplog WHERE seq IN ({page}){order}", [*params, limit]
-    sql = f"SELECT {OP_COLUMNS}{where}{order}"
+        columns = op_columns(mark)
+        return f"SELECT {columns} FROM oplog WHERE seq IN ({page}){order}", [*params, limit]
+    sql = f"SELECT {op_columns(mark)}{where}{order}"
     if limit is not None:
         sql += f" LIMIT {mark}"
         params.append(limit)
@@ -79,3 +95,33 @@ def select_op_checksums(
         sql += f" LIMIT {mark}"
         params.append(limit)
     return sql, params
+
+
+def stored_payload(row_payload: Any, op_type: str, op_id: str) -> str:
+    """The canonical text of a stored payload (:mod:`prme.storage.payloads`)."""
+    try:
+        return payloads.decode(row_payload)
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise IntegrityError(
+            f"operations log checksum mismatch for {op_type} {op_id}: the stored payload"
+            f" cannot be read ({exc})"
+        ) from None
+
+
+def op_record(row: Sequence[Any], payload: str) -> OpRecord:
+    """An ``OP_COLUMNS`` row as a record carrying the decoded ``payload``."""
+    seq, op_id, op_type, user_id, target_id, namespace, created_at, _, checksum = row
+    return OpRecord(
+        seq, op_id, op_type, user_id, target_id, namespace, created_at, payload, checksum
+    )
+
+
+def verified_op(row: Sequence[Any]) -> OpRecord:
+    """An ``OP_COLUMNS`` row as a record: payload decoded, and checked against its checksum."""
+    payload = stored_payload(row[7], str(row[2]), str(row[1]))
+    record = op_record(row, payload)
+    if sha256_hex(payload) != record.checksum:
+        raise IntegrityError(
+            f"operations log checksum mismatch for {record.op_type} {record.op_id}"
+        )
+    return record

@@ -71,6 +71,7 @@ from prme.models.receipt import PackIdentity
 from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
+from prme.storage import payloads
 from prme.storage.base import OpHead, OpRecord
 from prme.storage.migrations import (
     LATEST_VERSION,
@@ -83,7 +84,13 @@ from prme.storage.migrations import (
     upgrade_connection,
     vector_schema,
 )
-from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
+from prme.storage.oplog_sql import (
+    OP_COLUMNS,
+    select_op_checksums,
+    select_ops,
+    stored_payload,
+    verified_op,
+)
 from prme.storage.pg_digest import (
     digest_state,
     recompute_digest_state,
@@ -144,12 +151,7 @@ class _VectorLoader(Loader):
 
 
 def _verified(row: Sequence[Any]) -> OpRecord:
-    record = OpRecord(*row)
-    if sha256_hex(record.payload) != record.checksum:
-        raise IntegrityError(
-            f"operations log checksum mismatch for {record.op_type} {record.op_id}"
-        )
-    return record
+    return verified_op(row)
 
 
 class PostgresStore:
@@ -834,7 +836,7 @@ class PostgresStore:
                     target_id,
                     namespace,
                     created_at_us,
-                    payload,
+                    payloads.encode_bytes(op_type, payload),
                     sha256_hex(payload),
                 ),
             )
@@ -896,18 +898,18 @@ class PostgresStore:
         return [OpHead(*row) for row in rows]
 
     def iter_payloads(self, *, exclude_op_types: Sequence[str]) -> Iterator[str]:
-        sql = "SELECT payload FROM oplog WHERE NOT (op_type = ANY(%s)) ORDER BY seq"
+        sql = "SELECT payload, op_type, op_id FROM oplog WHERE NOT (op_type = ANY(%s)) ORDER BY seq"
         with self._connection() as conn:
             self._trace(sql)
             if getattr(self._local, "conn", None) is conn:  # in a transaction: stream the rows
                 with conn.cursor(name="prme_payloads") as server:
                     server.itersize = 256
                     server.execute(sql, (list(exclude_op_types),))
-                    for (payload,) in server:
-                        yield str(payload)
+                    for payload, op_type, op_id in server:
+                        yield stored_payload(payload, str(op_type), str(op_id))
                 return
-            for (payload,) in conn.execute(sql, (list(exclude_op_types),)).fetchall():
-                yield str(payload)
+            for payload, op_type, op_id in conn.execute(sql, (list(exclude_op_types),)):
+                yield stored_payload(payload, str(op_type), str(op_id))
 
     def delete_ops(self, op_type: str, op_ids: Sequence[str]) -> int:
         """Deletes through the trigger's one admitted path (migration 2): only while this

@@ -56,6 +56,7 @@ from prme.retrieval.owner_index import (
     code,
 )
 from prme.storage import digest as pack_digest_
+from prme.storage import payloads
 from prme.storage.base import OpHead, OpRecord
 from prme.storage.fts5_lexical import (
     QueryTokenizer,
@@ -63,7 +64,13 @@ from prme.storage.fts5_lexical import (
     first_varint,
     owner_bm25,
 )
-from prme.storage.oplog_sql import OP_COLUMNS, select_op_checksums, select_ops
+from prme.storage.oplog_sql import (
+    op_columns,
+    select_op_checksums,
+    select_ops,
+    stored_payload,
+    verified_op,
+)
 from prme.storage.rows import VALUE_COLUMNS, node_values
 from prme.storage.timeutil import from_us, opt_from_us
 
@@ -831,7 +838,7 @@ class SQLiteStore:
                     target_id,
                     namespace,
                     created_at_us,
-                    payload,
+                    payloads.encode(op_type, payload),
                     sha256_hex(payload),
                 ),
             )
@@ -839,16 +846,11 @@ class SQLiteStore:
 
     @staticmethod
     def _op(row: tuple[Any, ...]) -> OpRecord:
-        record = OpRecord(*row)
-        if sha256_hex(record.payload) != record.checksum:
-            raise IntegrityError(
-                f"operations log checksum mismatch for {record.op_type} {record.op_id}"
-            )
-        return record
+        return verified_op(row)
 
     def get_op(self, op_id: str) -> OpRecord | None:
         row = self.conn.execute(
-            f"SELECT {OP_COLUMNS} FROM oplog WHERE op_id = ?", (op_id,)
+            f"SELECT {op_columns('?')} FROM oplog WHERE op_id = ?", (op_id,)
         ).fetchone()
         return None if row is None else self._op(row)
 
@@ -907,12 +909,12 @@ class SQLiteStore:
 
     def iter_payloads(self, *, exclude_op_types: Sequence[str]) -> Iterator[str]:
         cursor = self.conn.execute(
-            "SELECT payload FROM oplog WHERE op_type NOT IN (SELECT value FROM json_each(?))"
-            " ORDER BY seq",
+            "SELECT CAST(payload AS BLOB), op_type, op_id FROM oplog"
+            " WHERE op_type NOT IN (SELECT value FROM json_each(?)) ORDER BY seq",
             (json.dumps(list(exclude_op_types)),),
         )
-        for (payload,) in cursor:
-            yield str(payload)
+        for payload, op_type, op_id in cursor:
+            yield stored_payload(payload, str(op_type), str(op_id))
 
     def delete_ops(self, op_type: str, op_ids: Sequence[str]) -> int:
         """The delete trigger is dropped, the receipts deleted and the trigger re-created from

@@ -25,7 +25,9 @@ import numpy as np
 
 from prme.canonical import canonical_json, sha256_hex
 from prme.errors import FrozenPackError, IntegrityError, InvalidInputError
+from prme.storage import payloads
 from prme.storage.base import Store
+from prme.storage.oplog_sql import stored_payload
 from prme.storage.rows import VALUE_COLUMNS
 from prme.storage.sqlite import SQLiteStore
 
@@ -121,7 +123,10 @@ class _SQLite(_Backend):
             )
         else:
             marks = ",".join("?" * len(OP_COLUMNS))
-            conn.executemany(f"INSERT INTO oplog({', '.join(OP_COLUMNS)}) VALUES ({marks})", rows)
+            conn.executemany(
+                f"INSERT INTO oplog({', '.join(OP_COLUMNS)}) VALUES ({marks})",
+                [(*r[:7], payloads.encode(r[2], r[7]), r[8]) for r in rows],
+            )
 
     def set_meta(self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]) -> None:
         conn = self.store.conn
@@ -174,10 +179,11 @@ class _Postgres(_Backend):
                 return
             names = columns[kind]
             marks = ",".join(["%s"] * len(names))
-            cur.executemany(
-                f"INSERT INTO {table[kind]}({', '.join(names)}) VALUES ({marks})",
-                [(*r[:26], bool(r[26]), *r[27:]) for r in rows] if kind == "memory" else rows,
-            )
+            if kind == "memory":
+                rows = [(*r[:26], bool(r[26]), *r[27:]) for r in rows]
+            elif kind == "op":
+                rows = [(*r[:7], payloads.encode_bytes(r[2], r[7]), r[8]) for r in rows]
+            cur.executemany(f"INSERT INTO {table[kind]}({', '.join(names)}) VALUES ({marks})", rows)
 
     def set_meta(self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]) -> None:
         with self.store.transaction() as conn:
@@ -253,6 +259,8 @@ def _records(backend: _Backend) -> Iterator[dict[str, Any]]:
         yield {"kind": "entity", **dict(zip(ENTITY_COLUMNS, row, strict=True))}
     for row in backend.rows(f"SELECT {', '.join(OP_COLUMNS)} FROM oplog ORDER BY seq"):
         op = dict(zip(OP_COLUMNS, row, strict=True))
+        # the export carries the canonical text, whatever the stored form (storage/payloads.py)
+        op["payload"] = stored_payload(op["payload"], str(op["op_type"]), str(op["op_id"]))
         if sha256_hex(op["payload"]) != op["checksum"]:
             raise IntegrityError(f"operations log checksum mismatch for {op['op_id']}")
         counts["op"] += 1
