@@ -97,7 +97,7 @@ from prme.storage.pg_digest import (
     row_hashes,
     save_digest_state,
 )
-from prme.storage.rows import node_values
+from prme.storage.rows import node_rows
 from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
 
 RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
@@ -533,7 +533,7 @@ class PostgresStore:
         self._refuse_if_frozen("store")
         if not nodes:
             return
-        rows = [node_values(node) for node in nodes]
+        rows = node_rows(nodes)
         encoded = PgVector.encode_rows(vectors, len(nodes))
         little = np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")
         hashes = [

@@ -1,15 +1,17 @@
-"""Row encodings both SQL backends share: a memory node as the ``memories`` column values."""
+"""Row encodings both SQL backends share: memory nodes as the ``memories`` column values."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from prme.canonical import canonical_json, sha256_hex
 from prme.models.memory import MemoryNode
-from prme.storage.timeutil import opt_to_us, to_us
+from prme.storage.timeutil import to_us
 
-# The ``memories`` columns after ``rowid``, in schema order: what :func:`node_values` returns.
+# The ``memories`` columns after ``rowid``, in schema order: what :func:`node_rows` returns.
 VALUE_COLUMNS = (
     "id",
     "user_id",
@@ -42,38 +44,57 @@ VALUE_COLUMNS = (
 )
 
 
-def node_values(node: MemoryNode) -> tuple[Any, ...]:
-    """The ``memories`` columns after ``rowid``, in schema order (times as UTC microseconds)."""
-    condition = None
-    if node.metadata is not None and "condition_state" in node.metadata:
-        condition = str(node.metadata["condition_state"])
-    return (
-        str(node.id),
-        node.user_id,
-        node.scope.value,
-        node.node_type.value,
-        node.content,
-        sha256_hex(node.content),
-        None if node.metadata is None else canonical_json(node.metadata),
-        condition,
-        node.session_id,
-        node.role,
-        to_us(node.created_at),
-        to_us(node.updated_at),
-        opt_to_us(node.event_time),
-        to_us(node.valid_from),
-        opt_to_us(node.valid_to),
-        node.confidence,
-        node.salience,
-        node.confidence_base,
-        node.salience_base,
-        node.epistemic_type.value,
-        node.source_type.value,
-        node.lifecycle_state.value,
-        node.decay_profile.value,
-        to_us(node.last_reinforced_at),
-        node.reinforcement_boost,
-        bool(node.pinned),
-        json.dumps([str(r) for r in node.evidence_refs]),
-        node.ttl_days,
-    )
+def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
+    """The ``memories`` column values after ``rowid`` of each node (``VALUE_COLUMNS``; times as
+    UTC microseconds). A batch's memories mostly share their times (the batch's clock
+    reading), so each distinct time is converted once, and an empty evidence list encoded
+    once."""
+    micros: dict[datetime, int] = {}
+
+    def us(value: datetime) -> int:
+        found = micros.get(value)
+        if found is None:
+            found = micros[value] = to_us(value)
+        return found
+
+    empty = json.dumps([])
+    out = []
+    for node in nodes:
+        metadata = node.metadata
+        condition = None
+        if metadata is not None and "condition_state" in metadata:
+            condition = str(metadata["condition_state"])
+        refs = node.evidence_refs
+        out.append(
+            (
+                str(node.id),
+                node.user_id,
+                node.scope.value,
+                node.node_type.value,
+                node.content,
+                sha256_hex(node.content),
+                None if metadata is None else canonical_json(metadata),
+                condition,
+                node.session_id,
+                node.role,
+                us(node.created_at),
+                us(node.updated_at),
+                None if node.event_time is None else us(node.event_time),
+                us(node.valid_from),
+                None if node.valid_to is None else us(node.valid_to),
+                node.confidence,
+                node.salience,
+                node.confidence_base,
+                node.salience_base,
+                node.epistemic_type.value,
+                node.source_type.value,
+                node.lifecycle_state.value,
+                node.decay_profile.value,
+                us(node.last_reinforced_at),
+                node.reinforcement_boost,
+                bool(node.pinned),
+                json.dumps([str(r) for r in refs]) if refs else empty,
+                node.ttl_days,
+            )
+        )
+    return out

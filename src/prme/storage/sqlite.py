@@ -71,7 +71,7 @@ from prme.storage.oplog_sql import (
     stored_payload,
     verified_op,
 )
-from prme.storage.rows import VALUE_COLUMNS, node_values
+from prme.storage.rows import VALUE_COLUMNS, node_rows
 from prme.storage.timeutil import from_us, opt_from_us
 
 DB_FILE = "pack.sqlite3"
@@ -637,7 +637,7 @@ class SQLiteStore:
         self._refuse_if_frozen("store")
         if not nodes:
             return
-        rows = [node_values(node) for node in nodes]
+        rows = node_rows(nodes)
         blobs = [np.ascontiguousarray(vectors[i], dtype="<f4").tobytes() for i in range(len(rows))]
         hashes = [
             pack_digest_.row_hash(row, names, blob)

@@ -1,0 +1,46 @@
+"""The memories column encoding of a batch: each node's values, whatever else is in the batch."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+
+from prme.services.memories import build_node
+from prme.storage.rows import VALUE_COLUMNS, node_rows
+from prme.timeutil import to_us
+
+NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
+
+
+def test_a_batch_encodes_each_node_as_it_would_alone() -> None:
+    ref = uuid.uuid4()
+    nodes = [
+        build_node("plain", user_id="a", now=NOW),
+        build_node(
+            "timed",
+            user_id="a",
+            now=NOW,
+            # the same instant in another zone, and distinct times
+            event_time=NOW.astimezone(timezone(timedelta(hours=5))),
+            valid_from=NOW - timedelta(days=1),
+            valid_to=NOW + timedelta(microseconds=1),
+            metadata={"condition_state": "active", "z": [1, 2.5]},
+            pinned=True,
+            ttl_days=3,
+        ),
+        build_node("later", user_id="b", now=NOW + timedelta(seconds=1)),
+    ]
+    nodes[0] = nodes[0].model_copy(update={"evidence_refs": ()})
+    nodes[2] = nodes[2].model_copy(update={"evidence_refs": (ref,)})
+    batch = node_rows(nodes)
+    assert batch == [node_rows([n])[0] for n in nodes]
+    values = [dict(zip(VALUE_COLUMNS, row, strict=True)) for row in batch]
+    assert values[1]["event_time"] == to_us(NOW) == values[0]["created_at"]
+    assert values[1]["valid_from"] == to_us(NOW) - 86_400_000_000
+    assert values[1]["valid_to"] == to_us(NOW) + 1
+    assert values[1]["metadata"] == '{"condition_state":"active","z":[1,2.5]}'
+    assert values[1]["condition_state"] == "active" and values[1]["pinned"] is True
+    assert values[0]["evidence_refs"] == "[]" and values[0]["event_time"] is None
+    assert json.loads(values[2]["evidence_refs"]) == [str(ref)]
+    assert values[2]["created_at"] == to_us(NOW) + 1_000_000
