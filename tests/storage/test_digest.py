@@ -205,3 +205,48 @@ def test_a_failed_write_leaves_the_kept_state_unchanged(client: MemoryClient) ->
     with pytest.raises(Exception, match="items\\[1\\]"):
         client.store_many(["fine", {"content": "   "}], user_id="alice")
     assert _states(client) == before
+
+
+def test_gate_2_on_a_reopened_pack_reads_no_memory_row(pack_path: Path) -> None:
+    from prme.models.scoring import RankingMultipliers
+
+    candidate = RankingMultipliers(semantic=1.25)
+    with MemoryClient(pack_path, config=make_config(), clock=FakeClock()) as client:
+        ids = client.store_many(
+            [f"note {i} about Aster and Basalt" for i in range(40)], user_id="a"
+        )
+        trials = []
+        for i in range(4):
+            arms = [
+                client.retrieve(
+                    f"Aster note {i}",
+                    user_id="a",
+                    ranking_multipliers=m,
+                    reference_time=datetime(2026, 9, 1, tzinfo=UTC),
+                )
+                for m in (None, candidate)
+            ]
+            trials.append(
+                {
+                    "group_id": f"g{i}",
+                    "baseline_request_id": arms[0].metadata.request_id,
+                    "candidate_request_id": arms[1].metadata.request_id,
+                    "relevant_node_ids": [ids[i]],
+                }
+            )
+    statements: list[str] = []
+    store = SQLiteStore(pack_path, tracer=statements.append)
+    with MemoryClient(pack_path, config=make_config(), clock=FakeClock(), store=store) as client:
+        statements.clear()
+        report = client.evaluate_full_retrieval(
+            trials,
+            user_id="a",
+            scopes=None,
+            proposal_input_checksum="a" * 64,
+            memory_artifact_sha256="b" * 64,
+            candidate_multipliers=candidate,
+            config={"min_query_groups": 2, "bootstrap_samples": 100},
+        )
+        assert report.pack_digest == client.pack_digest()
+    touched = [s for s in statements if any(t in s for t in ("memories", "vectors", "entities"))]
+    assert touched == []
