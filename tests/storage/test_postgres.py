@@ -25,6 +25,7 @@ from conftest import BACKENDS, FakeClock, make_config, open_pack, postgres_schem
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from prme import FrozenPackError, IntegrityError, MemoryClient, PRMEConfig
+from prme.canonical import sha256_hex
 from prme.errors import InvalidInputError, StorageUnavailableError
 from prme.models.enums import Scope
 from prme.storage import migrations
@@ -385,11 +386,21 @@ def test_migration_5_computes_the_digest_state_of_an_existing_pack(
         conn.execute(f"ALTER TABLE {old}.vectors ALTER COLUMN vec TYPE vector({dimension})")
         for table in ("memories", "vectors", "entities"):
             conn.execute(f"INSERT INTO {old}.{table} SELECT * FROM {current}.{table}")
+        # an operation (and a receipt) stored as text before payloads became bytea
+        for op_type, payload in (("note", '{"a":"é"}'), ("retrieval_receipt", '{"r":1}')):
+            conn.execute(
+                f"INSERT INTO {old}.oplog(op_id, op_type, user_id, target_id, namespace,"
+                " created_at, payload, checksum) VALUES (%s, %s, 'alice', NULL, NULL, 1, %s, %s)",
+                (f"{op_type}-1", op_type, payload, sha256_hex(payload)),
+            )
     assert migrations.upgrade(postgres_url, schema=old) == [5]
     upgraded = PostgresStore(postgres_url, schema=old)
     try:
         assert upgraded.kept_digest_state() == expected == upgraded.recompute_digest_state()
         assert upgraded.pack_digest() == value
+        for op_type, payload in (("note", '{"a":"é"}'), ("retrieval_receipt", '{"r":1}')):
+            record = upgraded.get_op(f"{op_type}-1")
+            assert record is not None and record.payload == payload
     finally:
         upgraded.close()
 
