@@ -30,12 +30,20 @@ class NotFoundError(PRMEError, ValueError):
 class PackNotFoundError(NotFoundError):
     """No memory pack at ``location``: opening for reading never creates one."""
 
-    def __init__(self, location: object) -> None:
+    def __init__(self, location: object, *, postgres: bool = False) -> None:
         super().__init__("Memory pack", location)
-        self.args = (
-            f"no memory pack at {self.id}; create one with `prme init --path {self.id}` "
-            "(or MemoryClient(path, create=True))",
+        how = (
+            "`prme init --postgres URL` (or `prme db upgrade`)"
+            if postgres
+            else f"`prme init --path {self.id}` (or MemoryClient(path, create=True))"
         )
+        self.args = (f"no memory pack at {self.id}; create one with {how}",)
+
+
+def serve_hint(exc: PackNotFoundError) -> str:
+    """What ``prme serve`` and ``prme mcp`` print when they refuse a missing pack: how to
+    create it, or to serve a new, empty one with ``--create``."""
+    return f"{exc}; or serve a new, empty pack with --create"
 
 
 class StaleRankingProfileError(PRMEError, ValueError):

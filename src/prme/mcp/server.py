@@ -52,7 +52,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from prme.auth import Identity, KeyRing
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
-from prme.errors import InvalidInputError, NotFoundError, is_expected, public_message
+from prme.errors import (
+    InvalidInputError,
+    NotFoundError,
+    PackNotFoundError,
+    is_expected,
+    public_message,
+    serve_hint,
+)
 from prme.mcp.schemas import input_schema, output_schema, structured
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
@@ -780,10 +787,13 @@ def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m prme.mcp --path DIR [--user-id U | --multi-owner] [--transport stdio|http
-    --host H --port N]``."""
+    """``python -m prme.mcp --path DIR [--create] [--user-id U | --multi-owner] [--transport
+    stdio|http --host H --port N]``; a missing pack is refused (exit 1) unless ``--create``."""
     parser = argparse.ArgumentParser(prog="prme-mcp", description="Serve a memory pack over MCP.")
-    parser.add_argument("--path", default=".", help="memory pack directory (created if missing)")
+    parser.add_argument("--path", default=".", help="memory pack directory (it must exist)")
+    parser.add_argument(
+        "--create", action="store_true", help="create the pack if missing (default: refuse)"
+    )
     parser.add_argument("--user-id", help="bind every call to this owner (PRME_MCP__USER_ID)")
     parser.add_argument(
         "--multi-owner",
@@ -813,6 +823,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(problem)
     if args.transport == "http" and not config.mcp.user_keys and not _is_loopback(args.host):
         parser.error(LOOPBACK_ONLY)
-    with MemoryClient(Path(args.path), config=config) as client:
+    try:
+        opened = MemoryClient(Path(args.path), config=config, create=args.create)
+    except PackNotFoundError as exc:
+        print(f"error: {serve_hint(exc)}", file=sys.stderr)
+        return 1
+    with opened as client:
         serve(client, config.mcp, transport=args.transport, host=args.host, port=args.port)
     return 0
