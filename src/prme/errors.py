@@ -21,10 +21,12 @@ class InvalidInputError(PRMEError, ValueError):
 class NotFoundError(PRMEError, ValueError):
     """An id that does not exist for this owner (foreign ids look exactly like missing ones)."""
 
-    def __init__(self, kind: str, id: object) -> None:
+    def __init__(self, kind: str, id: object, *, field: str | None = None) -> None:
         self.kind = kind
         self.id = str(id)
-        super().__init__(f"{kind} not found: {self.id}")
+        self.field = field
+        named = f"{field}: " if field else ""
+        super().__init__(f"{named}{kind} not found: {self.id}")
 
 
 class PackNotFoundError(NotFoundError):

@@ -172,26 +172,6 @@ class Retrieved(BaseModel):
     )
 
 
-def _report(
-    load: Callable[..., ReportT | None],
-    name: str,
-    checksum: str | None,
-    whole: dict[str, Any] | None,
-    owner: str,
-) -> ReportT | dict[str, Any]:
-    """The report named by exactly one of its input checksum (loaded from the pack) or ``whole``."""
-    if (checksum is None) == (whole is None):
-        raise InvalidInputError(
-            f"{name}_input_checksum", f"give exactly one of {name}_input_checksum and {name}"
-        )
-    if whole is not None:
-        return whole
-    report = load(checksum, user_id=owner)
-    if report is None:
-        raise NotFoundError(f"{name.capitalize()} report", checksum)
-    return report
-
-
 class MemoryTools:
     """The tool handlers: bind the owner, call one MemoryClient method, return its result."""
 
@@ -518,27 +498,14 @@ class MemoryTools:
     ) -> RankingProfile:
         """Create an immutable ranking profile from a passing proposal and holdout (by input_checksum, or whole reports made by another pack); appends the profile and activates nothing."""
         with _tool_errors():
-            owner = self.owner(user_id)
-            return (
-                self.client.create_ranking_profile(
-                    _report(
-                        self.client.get_learning_evaluation,
-                        "proposal",
-                        proposal_input_checksum,
-                        proposal,
-                        owner,
-                    ),
-                    _report(
-                        self.client.get_full_retrieval_evaluation,
-                        "holdout",
-                        holdout_input_checksum,
-                        holdout,
-                        owner,
-                    ),
-                    user_id=owner,
-                    profile_id=profile_id,
-                    baseline_profile_id=baseline_profile_id,
-                )
+            return self.client.create_ranking_profile(
+                proposal,
+                holdout,
+                user_id=self.owner(user_id),
+                profile_id=profile_id,
+                baseline_profile_id=baseline_profile_id,
+                proposal_input_checksum=proposal_input_checksum,
+                holdout_input_checksum=holdout_input_checksum,
             )
 
     def memory_get_ranking_profile(self, profile_id: UUID, user_id: UserId = None) -> RankingProfileStatus | None:
