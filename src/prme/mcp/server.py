@@ -259,17 +259,20 @@ class MemoryTools:
         content: Annotated[str | None, Field(description="The new text; omit to keep.")] = None,
         scope: Annotated[Scope | None, Field(description="A new scope; omit to keep.")] = None,
         metadata: Annotated[
-            dict[str, Any] | None, Field(description="A new metadata object; omit to keep.")
+            dict[str, Any] | None, Field(description="New metadata; null clears.")
         ] = None,
         confidence: Annotated[float | None, Field(description="New confidence in [0, 1].")] = None,
         salience: Annotated[float | None, Field(description="New salience in [0, 1].")] = None,
         pinned: Annotated[StrictBool | None, Field(description="Pin or unpin it.")] = None,
+        event_time: Annotated[
+            datetime | None, Field(description="When it happened; null clears.")
+        ] = None,
         valid_to: Annotated[
-            datetime | None, Field(description="When the new version stops being true.")
+            datetime | None, Field(description="When it stops being true; null clears.")
         ] = None,
     ) -> MemoryRecord:
-        """Supersede a memory with a new version (the old one is kept, valid until now) and
-        return the new version; omitted fields are copied from the old one."""
+        """Supersede a memory with a new version (the old one stays, valid until now) and
+        return it; omitted fields are kept, null clears one (as HTTP PATCH)."""
         given = {
             "content": content,
             "scope": scope,
@@ -277,9 +280,17 @@ class MemoryTools:
             "confidence": confidence,
             "salience": salience,
             "pinned": pinned,
+            "event_time": event_time,
             "valid_to": valid_to,
         }
+        # Called directly, None cannot say "clear": only the tool call (update_sent) can.
         changes = {name: value for name, value in given.items() if value is not None}
+        return self.update_sent(node_id, user_id, **changes)
+
+    def update_sent(self, node_id: UUID, user_id: str | None = None, **changes: Any) -> MemoryRecord:
+        """``memory_update`` as called over MCP: ``changes`` holds exactly the arguments the
+        caller sent, so an explicit null reaches ``MemoryClient.update`` as None (the store
+        default, clearing an optional field) while an omitted one is kept, as HTTP PATCH does."""
         with _tool_errors():
             return self.client.update(node_id, user_id=self.owner(user_id), **changes)
 
@@ -623,22 +634,43 @@ CORE_TOOLS = frozenset(
         "memory_update",
     }
 )
-def _strict_tool(fn: Callable[..., Any], bound: bool) -> Tool:
+# Tools whose handler takes exactly the arguments sent (an explicit null differs from an omitted
+# argument), and the published parameters that accept null to clear a field.
+_SENT_ONLY: dict[str, str] = {"memory_update": "update_sent"}
+_CLEARABLE: dict[str, frozenset[str]] = {
+    "memory_update": frozenset({"metadata", "event_time", "valid_to"}),
+}
+
+
+def _sent_arguments(self: ArgModelBase) -> dict[str, Any]:
+    """The arguments the caller sent, one level deep (omitted ones are absent, not None)."""
+    fields = type(self).model_fields
+    return {fields[name].alias or name: getattr(self, name) for name in self.model_fields_set}
+
+
+def _nullable(schema: dict[str, Any], names: frozenset[str]) -> None:
+    """Let the parameters ``names`` of a published input schema be null (a null clears)."""
+    for name in names:
+        prop = schema["properties"][name]
+        prop["type"] = [prop["type"], "null"]
+
+
+def _strict_tool(handlers: MemoryTools, name: str, bound: bool) -> Tool:
     """A tool whose argument model forbids unknown arguments (a typo must not be ignored),
     with a described input schema and a structured output schema."""
-    tool = Tool.from_function(
-        fn, structured_output=False, annotations=_ANNOTATIONS.get(fn.__name__)
-    )
+    fn = getattr(handlers, name)
+    tool = Tool.from_function(fn, structured_output=False, annotations=_ANNOTATIONS.get(name))
     base = tool.fn_metadata.arg_model
-    strict = cast(
-        "type[ArgModelBase]",
-        type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid")}),
-    )
+    namespace: dict[str, Any] = {"model_config": ConfigDict(extra="forbid")}
+    if name in _SENT_ONLY:
+        namespace["model_dump_one_level"] = _sent_arguments
+    strict = cast("type[ArgModelBase]", type(base.__name__, (base,), namespace))
     tool.fn_metadata.arg_model = strict
-    tool.parameters = input_schema(fn.__name__, strict.model_json_schema(by_alias=True), bound)
+    tool.parameters = input_schema(name, strict.model_json_schema(by_alias=True), bound)
+    _nullable(tool.parameters, _CLEARABLE.get(name, frozenset()))
     output, wrap = output_schema(get_type_hints(fn)["return"])
     tool.fn_metadata.output_schema = output
-    tool.fn = structured(fn, wrap)
+    tool.fn = structured(getattr(handlers, _SENT_ONLY.get(name, name)), wrap)
     return tool
 
 
@@ -690,7 +722,7 @@ def build_server(
             "profiles. Store memories, retrieve them, judge results, then learn."
         ),
         tools=[
-            _strict_tool(getattr(handlers, name), bound)
+            _strict_tool(handlers, name, bound)
             for name in TOOL_NAMES
             if TOOL_SETS[tool_set](name)
         ],
