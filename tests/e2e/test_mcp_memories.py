@@ -176,4 +176,6 @@ def test_memory_update_keeps_omitted_fields_and_clears_explicit_nulls_as_http_pa
     # the schema says which parameters a null clears
     properties = schema["properties"]
     for name in ("metadata", "event_time", "valid_to"):
-        assert "null" in properties[name]["type"] and "null clears" in properties[name]["description"]
+        assert (
+            "null" in properties[name]["type"] and "null clears" in properties[name]["description"]
+        )

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError, NotFoundError, StaleRankingProfileError
+from prme.models.base import SHA256_PATTERN
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.profiles import (
@@ -192,7 +193,7 @@ def chosen_report(
         raise InvalidInputError(field, f"give exactly one of {field} and {name}")
     if checksum is None:
         return parse_report(model, whole, name)
-    if not isinstance(checksum, str) or not re.fullmatch(r"[0-9a-f]{64}", checksum):
+    if not isinstance(checksum, str) or not re.fullmatch(SHA256_PATTERN, checksum):
         raise InvalidInputError(field, "must be a SHA-256 hex digest", checksum)
     report = load(checksum)
     if report is None:
@@ -236,8 +237,9 @@ def store_profile(engine: Engine, profile: RankingProfile) -> RankingProfile:
     """Append ``profile`` if its id is new and return the stored profile (internal).
 
     This is creation's last step and does no evidence, attestation or disjointness checks of its
-    own (the model re-checks the evidence rules). A stored profile with the same evidence is
-    returned as stored, with its first ``created_at``.
+    own (the model re-checks the evidence rules). A new profile is returned as given (its
+    canonical JSON is what was stored: no read-back parse); a stored profile with the same
+    evidence is returned as stored, with its first ``created_at``.
 
     Raises:
         InvalidInputError: the id already names a profile with different evidence.
