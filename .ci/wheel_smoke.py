@@ -1,6 +1,6 @@
 """Use an installed prme (a wheel in a fresh virtualenv) as a new user would, from a directory
 outside the source tree: the README's Python example, then store → retrieve → pack check →
-demo → serve answering /v1/health. Run by .ci/wheel-smoke with that virtualenv's Python.
+demo → serve refusing a missing pack, then answering /v1/health. Run by .ci/wheel-smoke with that virtualenv's Python.
 
 Usage: python wheel_smoke.py README.md
 """
@@ -80,6 +80,21 @@ def demo() -> None:
     step("prme demo --embedder hash: both gates passed")
 
 
+def serve_refuses_a_missing_pack() -> None:
+    done = subprocess.run(
+        [PRME, "serve", "--path", "no-such-pack", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 1 or "prme init --path no-such-pack" not in done.stderr:
+        sys.exit(f"prme serve on a missing pack: exit {done.returncode}\n{done.stderr}")
+    if Path("no-such-pack").exists():
+        sys.exit("prme serve created the missing pack")
+    step("prme serve on a missing pack: refused, nothing created")
+
+
 def serve() -> None:
     server = subprocess.Popen(
         [PRME, "serve", "--path", "cli-pack", "--port", "0"],
@@ -115,6 +130,7 @@ def main() -> None:
     readme_python_example(readme)
     cli_round_trip()
     demo()
+    serve_refuses_a_missing_pack()
     serve()
     step("ok")
 

@@ -264,6 +264,47 @@ def test_create_accepts_report_dicts(memory: MemoryClient, gold: Golden) -> None
     assert (from_dicts.proposal, from_dicts.holdout) == (gold.proposal, gold.holdout)
 
 
+def test_create_takes_stored_reports_by_input_checksum(
+    gold: Golden, tmp_path: Path, make_client: Callable[..., MemoryClient]
+) -> None:
+    memory = make_client(fresh_pack(gold.root / "frozen", tmp_path / "frozen"))  # both reports
+    proposal, holdout = gold.proposal.input_checksum, gold.holdout.input_checksum
+    assert memory.get_full_retrieval_evaluation(holdout, user_id=OWNER) == gold.holdout
+    by_checksum = memory.create_ranking_profile(
+        user_id=OWNER, proposal_input_checksum=proposal, holdout_input_checksum=holdout
+    )
+    assert (by_checksum.proposal, by_checksum.holdout) == (gold.proposal, gold.holdout)
+    mixed = memory.create_ranking_profile(
+        gold.proposal, user_id=OWNER, holdout_input_checksum=holdout
+    )
+    assert mixed.multipliers == by_checksum.multipliers
+    whole = {"holdout": gold.holdout}
+    both = {"proposal": gold.proposal, "holdout_input_checksum": holdout, **whole}
+    for kwargs, field in (
+        ({"holdout_input_checksum": holdout}, "proposal_input_checksum"),  # neither
+        ({**both, "proposal_input_checksum": proposal}, "proposal_input_checksum"),  # both
+        (
+            {"proposal_input_checksum": proposal, "holdout_input_checksum": holdout, **whole},
+            "holdout_input_checksum",
+        ),
+        ({"proposal_input_checksum": proposal.upper(), **whole}, "proposal_input_checksum"),
+        ({"proposal_input_checksum": 7, **whole}, "proposal_input_checksum"),
+    ):
+        assert rejected(memory, **kwargs).field == field
+    named = {"proposal_input_checksum": proposal, "holdout_input_checksum": holdout}
+    for user_id, kwargs, field in (
+        (OWNER, {"proposal_input_checksum": "0" * 64, **whole}, "proposal"),
+        ("bob", named, "proposal"),  # another owner's reports look exactly like missing ones
+        ("bob", {"proposal": gold.proposal, "holdout_input_checksum": holdout}, "holdout"),
+    ):
+        with pytest.raises(NotFoundError) as missing:
+            memory.create_ranking_profile(user_id=user_id, **kwargs)
+        assert missing.value.field == f"{field}_input_checksum"
+        assert str(missing.value).startswith(f"{field}_input_checksum: ")
+    assert len(memory.list_ranking_profiles(user_id=OWNER)) == 2
+    assert memory.list_ranking_profiles(user_id="bob") == []
+
+
 def test_profile_id_makes_creation_idempotent(memory: MemoryClient, gold: Golden) -> None:
     chosen = uuid.uuid4()
     first = memory.create_ranking_profile(

@@ -30,7 +30,14 @@ from prme.client import MemoryClient
 from prme.config import EmbeddingConfig, PRMEConfig
 from prme.demo import DEMO_USER, FUSION_NOTE, DemoStep, ProgressFactory, run_demo, silent_progress
 from prme.embed.registry import provider_names
-from prme.errors import NotFoundError, PRMEError, http_status_for, public_message
+from prme.errors import (
+    NotFoundError,
+    PackNotFoundError,
+    PRMEError,
+    http_status_for,
+    public_message,
+    serve_hint,
+)
 from prme.models.enums import NodeType, Scope
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
@@ -89,7 +96,8 @@ class Target:
 
     def open(self, *, frozen: bool = False, create: bool | None = False) -> MemoryClient:
         """Open the pack; by default a missing one is an error (only ``prme init``, ``demo``,
-        ``store --create`` and ``pack import`` create packs)."""
+        ``store --create``, ``serve --create``, ``mcp --create`` and ``pack import`` create
+        packs)."""
         return MemoryClient(self.path, frozen=frozen, create=create)
 
     def show(self, value: Any, render: Callable[[], None]) -> None:
@@ -123,6 +131,9 @@ scopes_option = click.option(
     multiple=True,
     type=SCOPES,
     help="Scope set; repeat for several; none: unfiltered.",
+)
+create_option = click.option(
+    "--create", is_flag=True, help="Create the pack if missing (settings from the environment)."
 )
 change_option = click.option("--change-id", help="A stable UUID making a retried change safe.")
 surface_option = click.option(
@@ -308,11 +319,18 @@ def main() -> None:
 @click.option("--port", default=8000, show_default=True, help="TCP port.")
 @click.option("--log-level", default="info", show_default=True, help="uvicorn log level.")
 @click.option("--postgres", "postgres_url", help="PostgreSQL URL: serve that pack, not --path.")
-def serve(path: Path, host: str, port: int, log_level: str, postgres_url: str | None) -> None:
-    """Serve the pack over HTTP (FastAPI; OpenAPI at /docs)."""
+@create_option
+def serve(
+    path: Path, host: str, port: int, log_level: str, postgres_url: str | None, create: bool
+) -> None:
+    """Serve the pack over HTTP (FastAPI; OpenAPI at /docs). The pack must exist (`prme init`)
+    unless --create is given."""
     from prme.http.server import serve as serve_http
 
-    serve_http(path, host, port, log_level=log_level, postgres_url=postgres_url)
+    try:
+        serve_http(path, host, port, log_level=log_level, postgres_url=postgres_url, create=create)
+    except PackNotFoundError as exc:
+        raise CLIError(serve_hint(exc)) from None
 
 
 @main.command()
@@ -335,19 +353,27 @@ def serve(path: Path, host: str, port: int, log_level: str, postgres_url: str | 
     default=None,
     help="Tool set: core (store, retrieve, judge, memories) or all (adds learning and profiles).",
 )
+@create_option
 @click.pass_context
 def mcp(
-    ctx: click.Context, /, path: Path, user_id: str | None, multi_owner: bool, **listen: Any
+    ctx: click.Context,
+    /,
+    path: Path,
+    user_id: str | None,
+    multi_owner: bool,
+    create: bool,
+    **listen: Any,
 ) -> None:
     """Serve the pack as an MCP server (stdio or streamable HTTP).
 
-    It refuses to start when it would bind nobody (no --user-id, no HTTP keys) unless
-    --multi-owner is given.
+    The pack must exist (`prme init`) unless --create is given. It refuses to start when it
+    would bind nobody (no --user-id, no HTTP keys) unless --multi-owner is given.
     """
     from prme.mcp.server import main as mcp_main
 
     argv = ["--path", str(path), *(f"--{k}={v}" for k, v in listen.items() if v is not None)]
     argv += ["--user-id", user_id] if user_id else []
+    argv += ["--create"] if create else []
     ctx.exit(mcp_main([*argv, *(["--multi-owner"] if multi_owner else [])]))
 
 
@@ -401,9 +427,7 @@ def demo(path: Path, report: Path | None, as_json: bool, **options: Any) -> None
 @click.option(
     "--dedupe", is_flag=True, help="Same normalised text already stored: print that memory's id."
 )
-@click.option(
-    "--create", is_flag=True, help="Create the pack if missing (settings from the environment)."
-)
+@create_option
 @pack_command()
 def store(
     target: Target,
@@ -956,12 +980,22 @@ FUSIONS = click.Choice(["weighted", "rrf"])
 @click.option(
     "--embedder", type=click.Choice(provider_names()), help="Embedding provider (default minilm)."
 )
+@click.option(
+    "--postgres",
+    "postgres_url",
+    envvar="PRME_STORAGE__POSTGRES_URL",
+    help="PostgreSQL URL: create the pack there, not at --path (env PRME_STORAGE__POSTGRES_URL).",
+)
 @json_option
-def init(path: Path, fusion: str | None, embedder: str | None, as_json: bool) -> None:
-    """Create a memory pack at PATH that records its retrieval settings; later commands on it
-    need no PRME_* variables. A learning-ready pack: prme init --path DIR --fusion weighted."""
-    if (path / DB_FILE).exists():
-        raise CLIError(f"a pack already exists at {path}; change it with `prme pack configure`")
+def init(
+    path: Path, fusion: str | None, embedder: str | None, postgres_url: str | None, as_json: bool
+) -> None:
+    """Create a memory pack at PATH (or in a PostgreSQL schema) that records its retrieval
+    settings; later commands on it need no PRME_* variables. A learning-ready pack:
+    prme init --path DIR --fusion weighted."""
+    exists = "a pack already exists at {}; change it with `prme pack configure`"
+    if postgres_url is None and (path / DB_FILE).exists():
+        raise CLIError(exists.format(path))
     config = PRMEConfig()
     update: dict[str, Any] = {}
     if fusion is not None:
@@ -969,9 +1003,12 @@ def init(path: Path, fusion: str | None, embedder: str | None, as_json: bool) ->
     if embedder is not None:
         update["embedding"] = EmbeddingConfig(provider=embedder)
     config = PRMEConfig(**{**dict(config), **update}) if update else config
-    with MemoryClient(path, config=config, create=True) as memory:
+    with MemoryClient(path, config=config, create=True, postgres_url=postgres_url) as memory:
+        where = getattr(memory.engine.store, "storage_name", path) if postgres_url else path
+        if not getattr(memory.engine.store, "created", True):
+            raise CLIError(exists.format(where))
         settings = memory.pack_settings()
-    rows = [("pack", path), *_settings_rows(settings)]
+    rows = [("pack", where), *_settings_rows(settings)]
     target = Target(path, "", as_json)
     target.show(settings, lambda: _pairs(rows))
 

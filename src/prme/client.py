@@ -46,6 +46,7 @@ from prme.storage.base import Store
 from prme.storage.registry import StoreOptions, make_store
 from prme.storage.sqlite import Tracer
 from prme.storage.transfer import TransferSummary
+from prme.validation import require_owner
 
 
 class MemoryClient:
@@ -595,14 +596,19 @@ class MemoryClient:
     # ---- ranking profiles and the activation pointer (services/profiles.py) -----------
     def create_ranking_profile(
         self,
-        proposal: LearningEvaluation | Mapping[str, Any],
-        holdout: FullRetrievalEvaluation | Mapping[str, Any],
+        proposal: LearningEvaluation | Mapping[str, Any] | None = None,
+        holdout: FullRetrievalEvaluation | Mapping[str, Any] | None = None,
         *,
         user_id: str,
         profile_id: object = None,
         baseline_profile_id: object = None,
+        proposal_input_checksum: str | None = None,
+        holdout_input_checksum: str | None = None,
     ) -> RankingProfile:
         """Create an immutable ranking profile from a passing proposal and a passing holdout.
+
+        Each report is given whole or by its ``input_checksum`` (the pack loads the owner's
+        stored, verified report), exactly one of the two.
 
         Args:
             proposal: the gate-1 report (``evaluate_learning``), a model or its JSON dict.
@@ -611,17 +617,39 @@ class MemoryClient:
             profile_id: a UUID (or its string) making creation idempotent; new by default.
             baseline_profile_id: the profile that was active when the holdout ran (required
                 when the holdout's baseline multipliers are not neutral).
+            proposal_input_checksum: the stored gate-1 report's ``input_checksum``, instead of
+                ``proposal``.
+            holdout_input_checksum: the stored gate-2 report's ``input_checksum``, instead of
+                ``holdout``.
 
         Raises:
             InvalidInputError: owner, scopes, surface, decisions, proposal checksum, multipliers,
                 baseline, attestation (reports made by another pack, hand-built or edited) or
-                overlapping holdout groups; a ``profile_id`` naming different evidence.
+                overlapping holdout groups; a ``profile_id`` naming different evidence; both or
+                neither of a report and its checksum.
+            NotFoundError: no stored report of this owner has the given checksum (naming
+                ``proposal_input_checksum`` or ``holdout_input_checksum``).
         """
-        return profile_service.create_ranking_profile(
-            self.engine,
+        owner = require_owner(user_id)
+        prop = profile_service.chosen_report(
+            LearningEvaluation,
+            "proposal",
+            proposal_input_checksum,
             proposal,
+            lambda checksum: self.get_learning_evaluation(checksum, user_id=owner),
+        )
+        hold = profile_service.chosen_report(
+            FullRetrievalEvaluation,
+            "holdout",
+            holdout_input_checksum,
             holdout,
-            user_id=user_id,
+            lambda checksum: self.get_full_retrieval_evaluation(checksum, user_id=owner),
+        )
+        return profile_service.create_from_reports(
+            self.engine,
+            prop,
+            hold,
+            user_id=owner,
             profile_id=profile_id,
             baseline_profile_id=baseline_profile_id,
         )

@@ -21,21 +21,31 @@ class InvalidInputError(PRMEError, ValueError):
 class NotFoundError(PRMEError, ValueError):
     """An id that does not exist for this owner (foreign ids look exactly like missing ones)."""
 
-    def __init__(self, kind: str, id: object) -> None:
+    def __init__(self, kind: str, id: object, *, field: str | None = None) -> None:
         self.kind = kind
         self.id = str(id)
-        super().__init__(f"{kind} not found: {self.id}")
+        self.field = field
+        named = f"{field}: " if field else ""
+        super().__init__(f"{named}{kind} not found: {self.id}")
 
 
 class PackNotFoundError(NotFoundError):
     """No memory pack at ``location``: opening for reading never creates one."""
 
-    def __init__(self, location: object) -> None:
+    def __init__(self, location: object, *, postgres: bool = False) -> None:
         super().__init__("Memory pack", location)
-        self.args = (
-            f"no memory pack at {self.id}; create one with `prme init --path {self.id}` "
-            "(or MemoryClient(path, create=True))",
+        how = (
+            "`prme init --postgres URL` (or `prme db upgrade`)"
+            if postgres
+            else f"`prme init --path {self.id}` (or MemoryClient(path, create=True))"
         )
+        self.args = (f"no memory pack at {self.id}; create one with {how}",)
+
+
+def serve_hint(exc: PackNotFoundError) -> str:
+    """What ``prme serve`` and ``prme mcp`` print when they refuse a missing pack: how to
+    create it, or to serve a new, empty one with ``--create``."""
+    return f"{exc}; or serve a new, empty pack with --create"
 
 
 class StaleRankingProfileError(PRMEError, ValueError):

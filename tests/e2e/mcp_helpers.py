@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ from prme.engine import utc_now
 from prme.workload import Workload
 
 MISMATCH = "User does not match authenticated identity"
+# A stdio server starts with a minimal environment: pass PYTHONPATH on, so it imports the same
+# prme as the tests (a checkout's src/ put first on the path), not another installed copy.
+SOURCE_ENV = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 HOLDOUT_CLOCK = "2026-09-14T00:00:00Z"
 
 

@@ -22,7 +22,7 @@ import anyio
 import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp_helpers import call, open_pack, refused
+from mcp_helpers import SOURCE_ENV, call, open_pack, refused
 from test_http_server import free_port, running_server, server_env
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
@@ -40,7 +40,7 @@ RETRIEVE_TIMES = (
     "event_time_to",
 )
 OUT_OF_RANGE = "within years 1 to 9999"
-SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash"}
+SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash", **SOURCE_ENV}
 BIG = "x" * 20000  # a few of these fill the 1 MiB disk
 CONFIG = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider="hash"))
 
@@ -229,7 +229,8 @@ def test_a_full_disk_is_503_with_retry_after_over_http(tmp_path: Path) -> None:
     command = small_disk(
         mount,
         sys.executable,
-        *("-m", "prme.http.server", "--path", str(mount / "pack"), "--port", str(port)),
+        *("-m", "prme.http.server", "--create", "--path", str(mount / "pack")),
+        *("--port", str(port)),
     )
     with started(command, port, tmp_path / "server.log") as url:
         statuses = []
@@ -305,7 +306,8 @@ def test_bad_input_and_a_held_lock_are_clear_tool_errors_over_mcp(tmp_path: Path
 def test_a_full_disk_is_a_clear_tool_error_over_mcp(tmp_path: Path) -> None:
     mount = tmp_path / "disk"
     command = small_disk(
-        mount, sys.executable, "-m", "prme.mcp", "--path", str(mount / "pack"), "--user-id", "a"
+        mount, sys.executable, "-m", "prme.mcp", "--create", "--path", str(mount / "pack"),
+        *("--user-id", "a"),
     )
 
     async def body() -> tuple[int, str, int]:

@@ -6,6 +6,7 @@ import ast
 import inspect
 import logging
 import textwrap
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -168,6 +169,7 @@ def expected_errors(method: str, path: str) -> set[str]:
     if "{" in path or (method, path) in {
         ("post", "/v1/relevance"),
         ("post", "/v1/learning/profiles/rollback"),
+        ("post", "/v1/learning/profiles"),  # a report checksum naming no report of the owner
     }:
         codes.add("404")
     return codes
@@ -1009,6 +1011,123 @@ def test_seed_workflow_over_http(
     ]
     base = api.post("/v1/learning/profiles/rollback", json={"scopes": ["project"]}, headers=ALICE)
     assert (base.json()["action"], base.json()["active_profile_id"]) == ("rollback", None)
+
+
+def test_a_profile_is_created_from_report_checksums_over_http(
+    pack: MemoryClient, pack_api: TestClient, evidence: Evidence
+) -> None:
+    api = pack_api
+    by_checksum = {
+        "proposal_input_checksum": evidence.proposal["input_checksum"],
+        "holdout_input_checksum": evidence.holdout["input_checksum"],
+    }
+    made = api.post("/v1/learning/profiles", json=by_checksum, headers=ALICE)
+    assert made.status_code == 200, made.text
+    profile = made.json()
+    assert (profile["proposal"], profile["holdout"]) == (evidence.proposal, evidence.holdout)
+    assert profile["multipliers"] == evidence.proposal["multipliers"]
+    pid = profile["profile_id"]
+    shown = api.get(f"/v1/learning/profiles/{pid}", headers=ALICE)
+    assert shown.json()["profile"] == profile
+    # A retry returns the stored profile byte for byte, however its reports are named.
+    mixed = {"proposal_input_checksum": evidence.proposal["input_checksum"]}
+    mixed |= {"holdout": evidence.holdout, "profile_id": pid}
+    for body in ({**by_checksum, "profile_id": pid}, mixed):
+        again = api.post("/v1/learning/profiles", json=body, headers=ALICE)
+        assert (again.status_code, again.content) == (200, made.content)
+    # The whole-report body still works, beside it.
+    whole = create_profile(api, evidence)
+    assert {k: v for k, v in whole.items() if k not in {"profile_id", "created_at"}} == {
+        k: v for k, v in profile.items() if k not in {"profile_id", "created_at"}
+    }
+
+
+def test_profile_checksums_that_name_no_report_of_the_owner_are_404_and_write_nothing(
+    pack: MemoryClient, pack_api: TestClient, evidence: Evidence
+) -> None:
+    api = pack_api
+    proposal, holdout = evidence.proposal["input_checksum"], evidence.holdout["input_checksum"]
+    unknown = "ab" * 32
+    def named(proposal_checksum: str, holdout_checksum: str) -> dict[str, str]:
+        return {
+            "proposal_input_checksum": proposal_checksum,
+            "holdout_input_checksum": holdout_checksum,
+        }
+
+    whole_proposal = {"proposal": evidence.proposal, "holdout_input_checksum": holdout}
+    cases = [
+        (ALICE, named(unknown, holdout), "proposal", unknown),
+        (ALICE, named(proposal, unknown), "holdout", unknown),
+        # another owner's reports are indistinguishable from unknown ones
+        (BOB, named(proposal, holdout), "proposal", proposal),
+        (BOB, whole_proposal, "holdout", holdout),
+    ]
+    for headers, body, name, checksum in cases:
+        response = api.post("/v1/learning/profiles", json=body, headers=headers)
+        assert response.status_code == 404, (body, response.text)
+        assert response.json() == {
+            "detail": f"{name}_input_checksum: {name.capitalize()} report not found: {checksum}"
+        }
+    both = {"proposal": evidence.proposal, "proposal_input_checksum": proposal}
+    for body, field in (
+        ({**both, "holdout_input_checksum": holdout}, "proposal_input_checksum"),
+        ({"proposal_input_checksum": proposal}, "holdout_input_checksum"),
+        ({}, "proposal_input_checksum"),
+    ):
+        response = api.post("/v1/learning/profiles", json=body, headers=ALICE)
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"].startswith(f"{field}: give exactly one of"), response.text
+    malformed = api.post(
+        "/v1/learning/profiles",
+        json={"proposal_input_checksum": "nope", "holdout_input_checksum": holdout},
+        headers=ALICE,
+    )
+    assert malformed.status_code == 422
+    assert detail_fields(malformed) == ["proposal_input_checksum"]
+    not_object = api.post(
+        "/v1/learning/profiles",
+        json={"proposal": [1, 2], "holdout_input_checksum": holdout},
+        headers=ALICE,
+    )
+    assert not_object.status_code == 422, not_object.text
+    assert not_object.json()["detail"].startswith("proposal:")
+    assert pack.list_ranking_profiles(user_id="alice") == []
+    assert pack.list_ranking_profiles(user_id="bob") == []
+
+
+def test_creating_a_profile_over_http_parses_each_report_once(
+    pack: MemoryClient, evidence: Evidence
+) -> None:
+    """Counted by the reports' own consistency validators, which run once per parse."""
+    from prme.models.holdout import FullRetrievalEvaluation
+    from prme.models.learning import LearningEvaluation
+
+    validators = {
+        "proposal": LearningEvaluation.__pydantic_decorators__.model_validators["_consistent"],
+        "holdout": FullRetrievalEvaluation.__pydantic_decorators__.model_validators["_consistent"],
+    }
+    codes = {getattr(v.func, "__func__", v.func).__code__: name for name, v in validators.items()}
+    parsed: list[str] = []
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in codes:
+            parsed.append(codes[frame.f_code])
+
+    by_checksum = {
+        "proposal_input_checksum": evidence.proposal["input_checksum"],
+        "holdout_input_checksum": evidence.holdout["input_checksum"],
+    }
+    whole = {"proposal": evidence.proposal, "holdout": evidence.holdout}
+    for body in (whole, by_checksum):
+        parsed.clear()
+        threading.setprofile(count)  # the app's worker threads start inside the TestClient
+        try:
+            with TestClient(create_app(pack, KEYS)) as api:
+                response = api.post("/v1/learning/profiles", json=body, headers=ALICE)
+        finally:
+            threading.setprofile(None)  # type: ignore[arg-type]
+        assert response.status_code == 200, response.text
+        assert sorted(parsed) == ["holdout", "proposal"], (sorted(body), parsed)
 
 
 def test_profiles_are_owner_bound(pack_api: TestClient, evidence: Evidence) -> None:

@@ -50,7 +50,8 @@ def server_env(**extra: str) -> dict[str, str]:
 
 
 def server_command(path: Path, host: str, port: int) -> list[str]:
-    module = [sys.executable, "-m", "prme.http.server"]
+    """Serve ``path``, creating it when missing (the tests serve new packs; ``--create``)."""
+    module = [sys.executable, "-m", "prme.http.server", "--create"]
     return [*module, "--path", str(path), "--host", host, "--port", str(port)]
 
 

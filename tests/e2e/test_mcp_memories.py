@@ -99,3 +99,83 @@ def test_judging_an_rrf_retrieval_warns_through_the_tool(tmp_path: Path) -> None
     record = anyio.run(body)
     assert len(record["warnings"]) == 1
     assert "rank_fusion_receipt_records" in record["warnings"][0]
+
+
+# The same changes sent over MCP and as HTTP PATCH bodies: an omitted field is kept, an explicit
+# null clears it (the store default), a value replaces it.
+STORED = {
+    "content": "Aster moved to PostgreSQL.",
+    "scope": "project",
+    "metadata": {"source": "standup"},
+    "event_time": "2026-03-02T09:00:00Z",
+    "valid_to": "2099-01-01T00:00:00Z",
+    "confidence": 0.9,
+}
+CHANGES: list[dict[str, Any]] = [
+    {"content": "Aster moved to PostgreSQL 16."},  # nothing else sent: everything kept
+    {"event_time": None},  # cleared; metadata and valid_to kept
+    {"metadata": None, "valid_to": None, "confidence": 0.5},
+]
+COMPARED = ("content", "scope", "metadata", "event_time", "valid_to", "confidence", "pinned")
+
+
+def _versions_over_http(tmp_path: Path) -> list[dict[str, Any]]:
+    from fastapi.testclient import TestClient
+    from mcp_helpers import open_pack
+
+    from prme.http import create_app
+
+    with open_pack(tmp_path / "http-pack") as memory, TestClient(create_app(memory)) as http:
+        stored = http.post("/v1/store", json={**STORED, "user_id": "alice"})
+        assert stored.status_code == 200, stored.text
+        node_id = stored.json()["node_id"]
+        versions = [http.get(f"/v1/memories/{node_id}", params={"user_id": "alice"}).json()]
+        for change in CHANGES:
+            patched = http.patch(f"/v1/memories/{node_id}", json={**change, "user_id": "alice"})
+            assert patched.status_code == 200, patched.text
+            versions.append(patched.json())
+            node_id = patched.json()["id"]
+    return versions
+
+
+def test_memory_update_keeps_omitted_fields_and_clears_explicit_nulls_as_http_patch(
+    tmp_path: Path,
+) -> None:
+    pack, errlog = tmp_path / "pack", tmp_path / "err.log"
+
+    async def body() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        async with mcp_session(pack, "--user-id", "alice", errlog=errlog) as s:
+            node_id = (await call(s, "memory_store", **STORED))["node_id"]
+            versions = [await call(s, "memory_get", node_id=node_id)]
+            for change in CHANGES:
+                versions.append(await call(s, "memory_update", node_id=node_id, **change))
+                node_id = versions[-1]["id"]
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            return versions, tools["memory_update"].input_schema
+
+    versions, schema = anyio.run(body)
+    first, kept, no_event, cleared = versions
+    assert {k: first[k] for k in ("metadata", "event_time", "confidence")} == {
+        "metadata": {"source": "standup"},
+        "event_time": "2026-03-02T09:00:00Z",
+        "confidence": 0.9,
+    }
+    assert kept["content"] == "Aster moved to PostgreSQL 16."
+    assert {k: kept[k] for k in COMPARED if k != "content"} == {
+        k: first[k] for k in COMPARED if k != "content"
+    }
+    assert no_event["event_time"] is None
+    assert (no_event["metadata"], no_event["valid_to"]) == (first["metadata"], first["valid_to"])
+    assert cleared["valid_to"] is None and cleared["metadata"] != first["metadata"]
+    assert cleared["confidence"] == 0.5 and cleared["event_time"] is None
+    # exactly what HTTP PATCH does with the same bodies
+    over_http = _versions_over_http(tmp_path)
+    assert [{k: v[k] for k in COMPARED} for v in versions] == [
+        {k: v[k] for k in COMPARED} for v in over_http
+    ]
+    # the schema says which parameters a null clears
+    properties = schema["properties"]
+    for name in ("metadata", "event_time", "valid_to"):
+        assert (
+            "null" in properties[name]["type"] and "null clears" in properties[name]["description"]
+        )

@@ -19,6 +19,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_helpers import (
     MISMATCH,
+    SOURCE_ENV,
     call,
     gates_and_profile,
     judge,
@@ -32,7 +33,7 @@ from prme.services.receipts import RECEIPT_OP
 from prme.storage.sqlite import DB_FILE
 from prme.workload import Workload, generate_workload
 
-SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash"}
+SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash", **SOURCE_ENV}
 TOOLS = {
     "memory_store",
     "memory_retrieve",
@@ -62,10 +63,11 @@ OWNER_REQUIRED = "user_id is required without a bound identity"
 async def mcp_session(
     pack: Path, *args: str, errlog: Path, env: dict[str, str] | None = None
 ) -> AsyncIterator[ClientSession]:
-    """Start ``python -m prme.mcp --path pack *args`` and open an initialized session on it."""
+    """Start ``python -m prme.mcp --path pack --create *args`` (a missing pack is created) and
+    open an initialized session on it."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "prme.mcp", "--path", str(pack), *args],
+        args=["-m", "prme.mcp", "--path", str(pack), "--create", *args],
         env={**SERVER_ENV, **(env or {})},
     )
     with errlog.open("a") as stderr:

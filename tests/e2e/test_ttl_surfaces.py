@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import httpx
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp_helpers import call
+from mcp_helpers import SOURCE_ENV, call
 from test_http_server import running_server
 
 LATER = (datetime.now(UTC) + timedelta(days=3653)).isoformat()  # ten years on
-SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash"}
+SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash", **SOURCE_ENV}
 
 
 def test_expired_memories_leave_retrieval_over_http(tmp_path: Path) -> None:
@@ -35,7 +35,7 @@ def test_expired_memories_leave_retrieval_over_http(tmp_path: Path) -> None:
 def test_expired_memories_leave_retrieval_over_mcp(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "prme.mcp", "--path", str(tmp_path / "pack"), "--user-id", "a"],
+        args=["-m", "prme.mcp", "--create", "--path", str(tmp_path / "pack"), "--user-id", "a"],
         env=SERVER_ENV,
     )
 

@@ -153,7 +153,13 @@ _HEADERS: dict[int, dict[str, Any]] = {
     },
 }
 # Routes whose body names an object that must exist (the path parameters say so of the rest).
-_LOOKS_UP = frozenset({("POST", "/v1/relevance"), ("POST", "/v1/learning/profiles/rollback")})
+_LOOKS_UP = frozenset(
+    {
+        ("POST", "/v1/relevance"),
+        ("POST", "/v1/learning/profiles/rollback"),
+        ("POST", "/v1/learning/profiles"),  # reports by input_checksum
+    }
+)
 # A read-only pack still retrieves (200, receipt_persisted false): no conflict to declare.
 _NEVER_CONFLICTS = frozenset({("POST", "/v1/retrieve")})
 

@@ -71,13 +71,17 @@ def evaluate_full_retrieval(
 def create_ranking_profile(
     body: RankingProfileCreateRequest, identity: Auth, client: Client
 ) -> JSONResponse:
-    """Persist an immutable profile from a passing proposal and a passing holdout."""
+    """Persist an immutable profile from a passing proposal and a passing holdout, each given by
+    its ``input_checksum`` (loaded from the pack; 404 when the owner has no such report) or
+    whole."""
     profile = client.create_ranking_profile(
         body.proposal,
         body.holdout,
         user_id=identity.owner(body.user_id),
         profile_id=body.profile_id,
         baseline_profile_id=body.baseline_profile_id,
+        proposal_input_checksum=body.proposal_input_checksum,
+        holdout_input_checksum=body.holdout_input_checksum,
     )
     return render(profile)
 

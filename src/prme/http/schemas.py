@@ -7,19 +7,21 @@ Each body mirrors the keyword arguments of one ``MemoryClient`` method plus an o
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SkipValidation,
     StrictBool,
     StrictFloat,
     StrictInt,
     model_validator,
 )
 
+from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
     FullRetrievalEvaluation,
@@ -167,11 +169,17 @@ class FullRetrievalEvaluationRequest(Body):
 
 
 class RankingProfileCreateRequest(Body):
-    """``POST /v1/learning/profiles`` → ``MemoryClient.create_ranking_profile``: both complete
-    reports, exactly as the gates returned them."""
+    """``POST /v1/learning/profiles`` → ``MemoryClient.create_ranking_profile``: each report by
+    its ``input_checksum`` (the server loads the owner's stored report) or whole, exactly as the
+    gates returned it (e.g. a report made by a copy of this pack); exactly one of each pair.
 
-    proposal: LearningEvaluation
-    holdout: FullRetrievalEvaluation
+    The whole reports are not validated here but by the service, once (``SkipValidation`` keeps
+    their schema in the OpenAPI document), so a 3 MB report is parsed once, not three times."""
+
+    proposal_input_checksum: Sha256Hex | None = None
+    holdout_input_checksum: Sha256Hex | None = None
+    proposal: Annotated[LearningEvaluation | None, SkipValidation] = None
+    holdout: Annotated[FullRetrievalEvaluation | None, SkipValidation] = None
     profile_id: UUID | None = None
     baseline_profile_id: UUID | None = None
 

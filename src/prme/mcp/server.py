@@ -52,7 +52,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from prme.auth import Identity, KeyRing
 from prme.client import MemoryClient
 from prme.config import MCPConfig, PRMEConfig
-from prme.errors import InvalidInputError, NotFoundError, is_expected, public_message
+from prme.errors import (
+    InvalidInputError,
+    NotFoundError,
+    PackNotFoundError,
+    is_expected,
+    public_message,
+    serve_hint,
+)
 from prme.mcp.schemas import input_schema, output_schema, structured
 from prme.models.base import Sha256Hex
 from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
@@ -165,26 +172,6 @@ class Retrieved(BaseModel):
     )
 
 
-def _report(
-    load: Callable[..., ReportT | None],
-    name: str,
-    checksum: str | None,
-    whole: dict[str, Any] | None,
-    owner: str,
-) -> ReportT | dict[str, Any]:
-    """The report named by exactly one of its input checksum (loaded from the pack) or ``whole``."""
-    if (checksum is None) == (whole is None):
-        raise InvalidInputError(
-            f"{name}_input_checksum", f"give exactly one of {name}_input_checksum and {name}"
-        )
-    if whole is not None:
-        return whole
-    report = load(checksum, user_id=owner)
-    if report is None:
-        raise NotFoundError(f"{name.capitalize()} report", checksum)
-    return report
-
-
 class MemoryTools:
     """The tool handlers: bind the owner, call one MemoryClient method, return its result."""
 
@@ -272,17 +259,20 @@ class MemoryTools:
         content: Annotated[str | None, Field(description="The new text; omit to keep.")] = None,
         scope: Annotated[Scope | None, Field(description="A new scope; omit to keep.")] = None,
         metadata: Annotated[
-            dict[str, Any] | None, Field(description="A new metadata object; omit to keep.")
+            dict[str, Any] | None, Field(description="New metadata; null clears.")
         ] = None,
         confidence: Annotated[float | None, Field(description="New confidence in [0, 1].")] = None,
         salience: Annotated[float | None, Field(description="New salience in [0, 1].")] = None,
         pinned: Annotated[StrictBool | None, Field(description="Pin or unpin it.")] = None,
+        event_time: Annotated[
+            datetime | None, Field(description="When it happened; null clears.")
+        ] = None,
         valid_to: Annotated[
-            datetime | None, Field(description="When the new version stops being true.")
+            datetime | None, Field(description="When it stops being true; null clears.")
         ] = None,
     ) -> MemoryRecord:
-        """Supersede a memory with a new version (the old one is kept, valid until now) and
-        return the new version; omitted fields are copied from the old one."""
+        """Supersede a memory with a new version (the old one stays, valid until now) and
+        return it; omitted fields are kept, null clears one (as HTTP PATCH)."""
         given = {
             "content": content,
             "scope": scope,
@@ -290,9 +280,17 @@ class MemoryTools:
             "confidence": confidence,
             "salience": salience,
             "pinned": pinned,
+            "event_time": event_time,
             "valid_to": valid_to,
         }
+        # Called directly, None cannot say "clear": only the tool call (update_sent) can.
         changes = {name: value for name, value in given.items() if value is not None}
+        return self.update_sent(node_id, user_id, **changes)
+
+    def update_sent(self, node_id: UUID, user_id: str | None = None, **changes: Any) -> MemoryRecord:
+        """``memory_update`` as called over MCP: ``changes`` holds exactly the arguments the
+        caller sent, so an explicit null reaches ``MemoryClient.update`` as None (the store
+        default, clearing an optional field) while an omitted one is kept, as HTTP PATCH does."""
         with _tool_errors():
             return self.client.update(node_id, user_id=self.owner(user_id), **changes)
 
@@ -511,27 +509,14 @@ class MemoryTools:
     ) -> RankingProfile:
         """Create an immutable ranking profile from a passing proposal and holdout (by input_checksum, or whole reports made by another pack); appends the profile and activates nothing."""
         with _tool_errors():
-            owner = self.owner(user_id)
-            return (
-                self.client.create_ranking_profile(
-                    _report(
-                        self.client.get_learning_evaluation,
-                        "proposal",
-                        proposal_input_checksum,
-                        proposal,
-                        owner,
-                    ),
-                    _report(
-                        self.client.get_full_retrieval_evaluation,
-                        "holdout",
-                        holdout_input_checksum,
-                        holdout,
-                        owner,
-                    ),
-                    user_id=owner,
-                    profile_id=profile_id,
-                    baseline_profile_id=baseline_profile_id,
-                )
+            return self.client.create_ranking_profile(
+                proposal,
+                holdout,
+                user_id=self.owner(user_id),
+                profile_id=profile_id,
+                baseline_profile_id=baseline_profile_id,
+                proposal_input_checksum=proposal_input_checksum,
+                holdout_input_checksum=holdout_input_checksum,
             )
 
     def memory_get_ranking_profile(self, profile_id: UUID, user_id: UserId = None) -> RankingProfileStatus | None:
@@ -649,22 +634,43 @@ CORE_TOOLS = frozenset(
         "memory_update",
     }
 )
-def _strict_tool(fn: Callable[..., Any], bound: bool) -> Tool:
+# Tools whose handler takes exactly the arguments sent (an explicit null differs from an omitted
+# argument), and the published parameters that accept null to clear a field.
+_SENT_ONLY: dict[str, str] = {"memory_update": "update_sent"}
+_CLEARABLE: dict[str, frozenset[str]] = {
+    "memory_update": frozenset({"metadata", "event_time", "valid_to"}),
+}
+
+
+def _sent_arguments(self: ArgModelBase) -> dict[str, Any]:
+    """The arguments the caller sent, one level deep (omitted ones are absent, not None)."""
+    fields = type(self).model_fields
+    return {fields[name].alias or name: getattr(self, name) for name in self.model_fields_set}
+
+
+def _nullable(schema: dict[str, Any], names: frozenset[str]) -> None:
+    """Let the parameters ``names`` of a published input schema be null (a null clears)."""
+    for name in names:
+        prop = schema["properties"][name]
+        prop["type"] = [prop["type"], "null"]
+
+
+def _strict_tool(handlers: MemoryTools, name: str, bound: bool) -> Tool:
     """A tool whose argument model forbids unknown arguments (a typo must not be ignored),
     with a described input schema and a structured output schema."""
-    tool = Tool.from_function(
-        fn, structured_output=False, annotations=_ANNOTATIONS.get(fn.__name__)
-    )
+    fn = getattr(handlers, name)
+    tool = Tool.from_function(fn, structured_output=False, annotations=_ANNOTATIONS.get(name))
     base = tool.fn_metadata.arg_model
-    strict = cast(
-        "type[ArgModelBase]",
-        type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid")}),
-    )
+    namespace: dict[str, Any] = {"model_config": ConfigDict(extra="forbid")}
+    if name in _SENT_ONLY:
+        namespace["model_dump_one_level"] = _sent_arguments
+    strict = cast("type[ArgModelBase]", type(base.__name__, (base,), namespace))
     tool.fn_metadata.arg_model = strict
-    tool.parameters = input_schema(fn.__name__, strict.model_json_schema(by_alias=True), bound)
+    tool.parameters = input_schema(name, strict.model_json_schema(by_alias=True), bound)
+    _nullable(tool.parameters, _CLEARABLE.get(name, frozenset()))
     output, wrap = output_schema(get_type_hints(fn)["return"])
     tool.fn_metadata.output_schema = output
-    tool.fn = structured(fn, wrap)
+    tool.fn = structured(getattr(handlers, _SENT_ONLY.get(name, name)), wrap)
     return tool
 
 
@@ -716,7 +722,7 @@ def build_server(
             "profiles. Store memories, retrieve them, judge results, then learn."
         ),
         tools=[
-            _strict_tool(getattr(handlers, name), bound)
+            _strict_tool(handlers, name, bound)
             for name in TOOL_NAMES
             if TOOL_SETS[tool_set](name)
         ],
@@ -780,10 +786,13 @@ def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m prme.mcp --path DIR [--user-id U | --multi-owner] [--transport stdio|http
-    --host H --port N]``."""
+    """``python -m prme.mcp --path DIR [--create] [--user-id U | --multi-owner] [--transport
+    stdio|http --host H --port N]``; a missing pack is refused (exit 1) unless ``--create``."""
     parser = argparse.ArgumentParser(prog="prme-mcp", description="Serve a memory pack over MCP.")
-    parser.add_argument("--path", default=".", help="memory pack directory (created if missing)")
+    parser.add_argument("--path", default=".", help="memory pack directory (it must exist)")
+    parser.add_argument(
+        "--create", action="store_true", help="create the pack if missing (default: refuse)"
+    )
     parser.add_argument("--user-id", help="bind every call to this owner (PRME_MCP__USER_ID)")
     parser.add_argument(
         "--multi-owner",
@@ -813,6 +822,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(problem)
     if args.transport == "http" and not config.mcp.user_keys and not _is_loopback(args.host):
         parser.error(LOOPBACK_ONLY)
-    with MemoryClient(Path(args.path), config=config) as client:
+    try:
+        opened = MemoryClient(Path(args.path), config=config, create=args.create)
+    except PackNotFoundError as exc:
+        print(f"error: {serve_hint(exc)}", file=sys.stderr)
+        return 1
+    with opened as client:
         serve(client, config.mcp, transport=args.transport, host=args.host, port=args.port)
     return 0

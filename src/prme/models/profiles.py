@@ -8,10 +8,15 @@ changes. Which profile a (owner, exact scope set) uses is derived from append-on
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import model_validator
+from pydantic import (
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from prme.canonical import checksum
 from prme.models.base import Frozen, NonBlankStr, Sha256Hex, UTCDateTime
@@ -105,6 +110,17 @@ class RankingProfile(Frozen):
     multipliers: RankingMultipliers
     proposal: LearningEvaluation
     holdout: FullRetrievalEvaluation
+
+    @field_validator("proposal", "holdout", mode="wrap")
+    @classmethod
+    def _reports_once(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        # A report instance was validated when it was parsed (and is frozen): taken as it is,
+        # so a profile built from parsed reports does not re-run their checks (pydantic re-runs
+        # a model's after-validators even on instances it does not revalidate).
+        model = LearningEvaluation if info.field_name == "proposal" else FullRetrievalEvaluation
+        return value if type(value) is model else handler(value)
 
     @model_validator(mode="after")
     def _supported_by_evidence(self) -> RankingProfile:

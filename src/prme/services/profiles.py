@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError, NotFoundError, StaleRankingProfileError
+from prme.models.base import SHA256_PATTERN
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.profiles import (
@@ -153,8 +155,9 @@ def _current_profile_id(engine: Engine, user_id: str, key: ScopeKey) -> uuid.UUI
 
 
 # ------------------------------------------------------------------------------ creation
-def _reparse(model: type[ReportT], value: object, field: str) -> ReportT:
-    """Deep re-parse a report (model, mapping or JSON text), so its own validators run again."""
+def parse_report(model: type[ReportT], value: object, field: str) -> ReportT:
+    """Deep re-parse a report (model, mapping or JSON text) once, so its own validators run
+    again; errors name ``field`` and the offending path."""
     try:
         if isinstance(value, BaseModel):
             return model.model_validate_json(value.model_dump_json())
@@ -167,6 +170,35 @@ def _reparse(model: type[ReportT], value: object, field: str) -> ReportT:
         loc = ".".join(str(p) for p in err["loc"])
         raise InvalidInputError(f"{field}.{loc}" if loc else field, err["msg"]) from None
     raise InvalidInputError(field, f"must be a {model.__name__} or its JSON", value)
+
+
+def chosen_report(
+    model: type[ReportT],
+    name: str,
+    checksum: object,
+    whole: object,
+    load: Callable[[str], ReportT | None],
+) -> ReportT:
+    """The report named by exactly one of its input checksum (``load`` reads the owner's stored,
+    verified report: nothing is parsed twice) or ``whole`` (parsed once, see :func:`parse_report`).
+
+    Raises:
+        InvalidInputError: both or neither given (naming ``{name}_input_checksum``), a checksum
+            that is not SHA-256 hex, or a whole report that does not parse.
+        NotFoundError: no stored report of this owner has that checksum (another owner's report
+            looks exactly like a missing one), naming ``{name}_input_checksum``.
+    """
+    field = f"{name}_input_checksum"
+    if (checksum is None) == (whole is None):
+        raise InvalidInputError(field, f"give exactly one of {field} and {name}")
+    if checksum is None:
+        return parse_report(model, whole, name)
+    if not isinstance(checksum, str) or not re.fullmatch(SHA256_PATTERN, checksum):
+        raise InvalidInputError(field, "must be a SHA-256 hex digest", checksum)
+    report = load(checksum)
+    if report is None:
+        raise NotFoundError(f"{name.capitalize()} report", checksum, field=field)
+    return report
 
 
 def _check_baseline(
@@ -205,8 +237,9 @@ def store_profile(engine: Engine, profile: RankingProfile) -> RankingProfile:
     """Append ``profile`` if its id is new and return the stored profile (internal).
 
     This is creation's last step and does no evidence, attestation or disjointness checks of its
-    own (the model re-checks the evidence rules). A stored profile with the same evidence is
-    returned as stored, with its first ``created_at``.
+    own (the model re-checks the evidence rules). A new profile is returned as given (its
+    canonical JSON is what was stored: no read-back parse); a stored profile with the same
+    evidence is returned as stored, with its first ``created_at``.
 
     Raises:
         InvalidInputError: the id already names a profile with different evidence.
@@ -220,10 +253,12 @@ def store_profile(engine: Engine, profile: RankingProfile) -> RankingProfile:
         created_at_us=to_us(profile.created_at),
         payload=canonical_json(profile),
     )
+    if inserted:  # stored as given: the payload is this profile's canonical JSON
+        return profile
     stored = load_profile(engine, profile.user_id, profile.profile_id)
     if stored is None:
         raise IntegrityError(f"Ranking profile {profile.profile_id} was not stored")
-    if not inserted and not stored.matches_evidence(profile):
+    if not stored.matches_evidence(profile):
         raise InvalidInputError("profile_id", DIFFERENT_PROFILE, str(profile.profile_id))
     return stored
 
@@ -253,8 +288,29 @@ def create_ranking_profile(
             profile"). A retry with the same evidence returns the stored profile.
     """
     owner = require_owner(user_id)
-    prop = _reparse(LearningEvaluation, proposal, "proposal")
-    hold = _reparse(FullRetrievalEvaluation, holdout, "holdout")
+    return create_from_reports(
+        engine,
+        parse_report(LearningEvaluation, proposal, "proposal"),
+        parse_report(FullRetrievalEvaluation, holdout, "holdout"),
+        user_id=owner,
+        profile_id=profile_id,
+        baseline_profile_id=baseline_profile_id,
+    )
+
+
+def create_from_reports(
+    engine: Engine,
+    prop: LearningEvaluation,
+    hold: FullRetrievalEvaluation,
+    *,
+    user_id: str,
+    profile_id: object = None,
+    baseline_profile_id: object = None,
+) -> RankingProfile:
+    """:func:`create_ranking_profile` for reports parsed moments ago (by :func:`chosen_report`:
+    loaded from this pack, or sent whole and parsed once); they are not parsed again. The same
+    rules, in the same order, raise the same errors."""
+    owner = require_owner(user_id)
     pid = uuid.uuid4() if profile_id is None else require_uuid(profile_id, "profile_id")
     baseline_id = (
         None

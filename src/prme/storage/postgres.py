@@ -215,7 +215,7 @@ class PostgresStore:
         ):
             self.created = not applied_versions(conn, self.schema)
             if self.created and not create:
-                raise PackNotFoundError(self.storage_name)
+                raise PackNotFoundError(self.storage_name, postgres=True)
             if upgrade:
                 upgrade_connection(conn, self.schema)
             if LATEST_VERSION not in applied_versions(conn, self.schema):
