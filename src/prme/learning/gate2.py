@@ -34,7 +34,7 @@ from prme.models.receipt import RetrievalReceipt
 from prme.models.scope import ScopeInput, normalize_scope_key, scope_set_key
 from prme.models.scoring import RankingMultipliers
 from prme.retrieval.request import ARM_INPUT_KEYS, PAIRED_RECEIPT_FIELDS
-from prme.validation import require_owner
+from prme.validation import invalid_input, require_owner
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 NEUTRAL = RankingMultipliers()
@@ -66,9 +66,7 @@ def parse_model(cls: type[Any], value: Any, field: str) -> Any:
     try:
         return cls.model_validate(value.model_dump() if isinstance(value, BaseModel) else value)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise InvalidInputError(f"{field}.{loc}" if loc else field, err["msg"]) from None
+        raise invalid_input(exc, field) from None
 
 
 def parse_trials(trials: Iterable[Any]) -> list[FullRetrievalTrial]:

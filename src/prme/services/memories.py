@@ -32,7 +32,7 @@ from prme.retrieval.features import ttl_expired
 from prme.retrieval.owner_index import NO_TTL
 from prme.retrieval.query import extract_entities
 from prme.storage.timeutil import to_us
-from prme.validation import require_aware, require_owner, require_text, require_uuid
+from prme.validation import invalid_input, require_aware, require_owner, require_text, require_uuid
 
 MAX_CONTENT_BYTES = 1_000_000
 MAX_METADATA_DEPTH = 64
@@ -228,9 +228,7 @@ def build_node(
             ttl_days=ttl_days,
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "memory"
-        raise InvalidInputError(field, err["msg"]) from None
+        raise invalid_input(exc, "memory", nested=False) from None
 
 
 def _features(
