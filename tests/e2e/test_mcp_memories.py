@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp_helpers import MISMATCH, call, refused
-from test_mcp_stdio import mcp_session
+from support.mcp_helpers import MISMATCH, call, mcp_session, refused
 
 
 def test_manage_memories_through_tools(tmp_path: Path) -> None:

@@ -19,14 +19,14 @@ import httpx
 import pytest
 from conftest import FakeClock
 from psycopg.conninfo import make_conninfo
-from test_http_server import free_port, server_env
-from test_learning_workflow import (
+from support.golden import (
     HOLDOUT_TIME,
     OWNER,
     SCOPES,
     holdout_queries,
     judge_learning_queries,
 )
+from support.server import free_port, server_env
 
 from prme import MemoryClient, PRMEConfig
 from prme.models.holdout import FullRetrievalEvaluationConfig
