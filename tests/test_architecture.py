@@ -73,13 +73,10 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "http": FOUNDATION | {"auth", "models", "config", "client"},
     "mcp": FOUNDATION | {"auth", "models", "config", "client"},
     "adapters": FOUNDATION | {"models", "client"},
-    "workload": FOUNDATION | {"models"},
-    "report_html": FOUNDATION | {"models"},
-    "simulation": FOUNDATION | {"models", "config", "client", "workload"},
-    "demo": FOUNDATION | {"models", "config", "embed", "client", "workload", "report_html"},
+    # The demo package: the workflow, its workloads, the gate simulation and the HTML report.
+    "demo": FOUNDATION | {"models", "config", "embed", "client"},
     "cli": FOUNDATION
-    | {"auth", "models", "config", "embed", "client", "services", "http", "mcp"}
-    | {"demo", "report_html", "simulation", "workload"},
+    | {"auth", "models", "config", "embed", "client", "services", "http", "mcp", "demo"},
     "__main__": frozenset({"cli"}),
     "prme": FOUNDATION | {"models", "config", "client", "services", "learning"},
 }
@@ -148,9 +145,7 @@ def test_import_rules_state_the_layering() -> None:
     assert MAY_IMPORT["client"] & surfaces == set()
     for surface in ("http", "mcp", "adapters"):
         assert MAY_IMPORT[surface] & {"services", "storage", "engine"} == set(), surface
-    demo = {"demo", "simulation", "workload", "report_html"}
-    users = {unit for unit, allowed in MAY_IMPORT.items() if allowed & demo and unit not in demo}
-    assert users == {"cli"}
+    assert {unit for unit, allowed in MAY_IMPORT.items() if "demo" in allowed} == {"cli"}
 
 
 def pure_files() -> list[Path]:

@@ -38,10 +38,10 @@ from support.http_api import (
 from prme import InvalidInputError, MemoryClient, PRMEConfig, ScoringWeights
 from prme.canonical import sha256_hex
 from prme.config import APIConfig, EmbeddingConfig
+from prme.demo.workload import Workload, generate_workload
 from prme.http import create_app, learning_routes
 from prme.http import routes as memory_routes
 from prme.http.auth import KeyRing
-from prme.workload import Workload, generate_workload
 
 
 @pytest.fixture

@@ -34,8 +34,8 @@ from support.server import (
 from prme import InvalidInputError, MemoryClient, PRMEConfig, ScoringWeights
 from prme.canonical import sha256_hex
 from prme.config import APIConfig, EmbeddingConfig
+from prme.demo.workload import Workload, generate_workload
 from prme.http.server import check_bind, is_loopback, serve
-from prme.workload import Workload, generate_workload
 
 BODY_LIMIT = 64 * 1024  # small enough that a refused body still fits the socket buffers
 

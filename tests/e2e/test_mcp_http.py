@@ -32,8 +32,8 @@ from support.mcp_helpers import (
 
 from prme import InvalidInputError, RetrievalReceipt
 from prme.config import MCPConfig
+from prme.demo.workload import Workload, generate_workload
 from prme.mcp import build_server, main, serve
-from prme.workload import Workload, generate_workload
 
 KEYS = {"alice": "alice-key-3f9c", "bob": "bob-key-81d2"}
 SERVER_ENV = {

@@ -27,10 +27,10 @@ from support.mcp_helpers import (
 )
 
 from prme import RetrievalReceipt
+from prme.demo.workload import Workload, generate_workload
 from prme.mcp.server import CORE_TOOLS
 from prme.services.receipts import RECEIPT_OP
 from prme.storage.sqlite import DB_FILE
-from prme.workload import Workload, generate_workload
 
 TOOLS = {
     "memory_store",

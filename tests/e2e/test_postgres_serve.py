@@ -29,9 +29,9 @@ from support.golden import (
 from support.server import free_port, server_env
 
 from prme import MemoryClient, PRMEConfig
+from prme.demo.workload import generate_workload
 from prme.models.holdout import FullRetrievalEvaluationConfig
 from prme.storage.postgres import drop_schema
-from prme.workload import generate_workload
 
 KEY = "alice-postgres-key-0123456789"
 ALICE = {"Authorization": f"Bearer {KEY}"}

@@ -19,10 +19,10 @@ import pytest
 from conftest import FakeClock, copy_pack, make_config, open_pack
 
 from prme import MemoryClient, Scope
+from prme.demo.workload import Workload, generate_workload
 from prme.models.holdout import FullRetrievalEvaluation, FullRetrievalEvaluationConfig
 from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.relevance import RelevanceSubmission
-from prme.workload import Workload, generate_workload
 
 OWNER = "alice"
 SCOPES = [Scope.PROJECT]

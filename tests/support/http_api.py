@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from prme import PRMEConfig, ScoringWeights
 from prme.config import APIConfig, EmbeddingConfig
-from prme.workload import Workload
+from prme.demo.workload import Workload
 
 ALICE_KEY = "alice-secret-key-0123456789"
 BOB_KEY = "bob-secret-key-9876543210"

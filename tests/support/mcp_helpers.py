@@ -13,8 +13,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
 from prme.config import EmbeddingConfig
+from prme.demo.workload import Workload
 from prme.engine import utc_now
-from prme.workload import Workload
 
 MISMATCH = "User does not match authenticated identity"
 HOLDOUT_CLOCK = "2026-09-14T00:00:00Z"
