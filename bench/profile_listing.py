@@ -20,7 +20,7 @@ from typing import Any
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
 from prme.config import EmbeddingConfig
-from prme.demo import MARKER_FILE, run_demo
+from prme.demo.workflow import MARKER_FILE, run_demo
 
 CONFIG = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider="hash"))
 

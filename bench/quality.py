@@ -34,7 +34,7 @@ Sections (``--parts``, all by default):
    ``insufficient_data`` report gets the missing training/validation groups and an estimate of
    how many more questions must be judged.
 4. **reliability**: false-pass rate of each gate and both under labels permuted within each
-   request, and power with the planted signal (:mod:`prme.simulation`, hashing embedder).
+   request, and power with the planted signal (:mod:`prme.demo.simulation`, hashing embedder).
 5. **sensitivity**: the quality of a few non-default settings beside the defaults.
 
 The data directory is only read (LoCoMo is CC BY-NC 4.0; nothing of it is copied anywhere).
@@ -60,6 +60,7 @@ import numpy.typing as npt
 
 from prme import MemoryClient, PRMEConfig, Scope, ScoringWeights
 from prme.config import RetrievalConfig
+from prme.demo.simulation import SimulationSettings, pass_rates, simulate
 from prme.embed.base import Embedder, EmbedderIdentity
 from prme.embed.registry import make_embedder
 from prme.learning.groups import group_id, split_unit
@@ -69,7 +70,6 @@ from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import OPTIMIZERS, LearningConfig, LearningEvaluation
 from prme.models.relevance import RelevanceSubmission
 from prme.models.scoring import product_default_scoring
-from prme.simulation import SimulationSettings, pass_rates, simulate
 
 SCOPES = [Scope.PROJECT]
 STORE_TIME = datetime(2024, 1, 1, tzinfo=UTC)
@@ -632,7 +632,7 @@ def part_reliability(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         log(f"reliability {algorithm}: false pass {by_algorithm[algorithm]['false_pass']}")
     default = SimulationSettings()
     out: dict[str, Any] = {
-        "workload": f"prme.workload.generate_workload(seed, projects={default.projects}): "
+        "workload": f"prme.demo.workload.generate_workload(seed, projects={default.projects}): "
         f"{3 * default.projects} judged groups, {default.projects} holdout groups",
         "settings": {"judged_limit": default.judged_limit, "holdout_limit": default.holdout_limit},
         "null": "labels permuted within each judged request; holdout relevant labels permuted "

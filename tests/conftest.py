@@ -13,13 +13,16 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
 from prme.config import EmbeddingConfig
 from prme.models.scoring import product_default_scoring
+
+if TYPE_CHECKING:
+    from support.golden import Golden
 
 
 class FakeClock:
@@ -255,3 +258,11 @@ def make_client(
 @pytest.fixture
 def client(make_client: Callable[..., MemoryClient]) -> MemoryClient:
     return make_client()
+
+
+@pytest.fixture
+def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
+    """The session's judged golden pack and its passing reports (:mod:`support.golden`)."""
+    from support.golden import golden  # support.golden imports this module's helpers
+
+    return golden(tmp_path_factory)

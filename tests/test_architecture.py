@@ -1,4 +1,9 @@
-"""Layering: the pure core imports nothing from storage, services or the surfaces."""
+"""Layering: package-level import rules, and a pure core that reads no clock, env or global RNG.
+
+The rules are a whitelist per unit (a subpackage of prme, or a top-level module): surfaces →
+client → services → gates / storage → models → foundation. Each current exception is listed
+with the issue item that removes it; an exception that no longer occurs fails too, so the list
+only ever shrinks."""
 
 from __future__ import annotations
 
@@ -45,6 +50,102 @@ def imports_of(path: Path) -> set[str]:
                 if module_path(f"{target}.{alias.name}") is not None:
                     found.add(f"{target}.{alias.name}")
     return {name for name in found if name == "prme" or name.startswith("prme.")}
+
+
+# Foundation: small modules every layer may use (errors, limits, canonical JSON, input checks).
+FOUNDATION = frozenset(
+    {"errors", "limits", "bulk", "timeutil", "canonical", "glossary", "validation"}
+)
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    **dict.fromkeys(FOUNDATION, FOUNDATION),
+    "auth": FOUNDATION,
+    "models": FOUNDATION,
+    "config": FOUNDATION | {"models"},
+    "embed": FOUNDATION | {"models"},
+    "retrieval": FOUNDATION | {"models"},
+    "learning": FOUNDATION | {"models", "retrieval"},
+    "storage": FOUNDATION | {"models"},
+    "engine": FOUNDATION | {"models", "config", "embed", "storage"},
+    "services": FOUNDATION
+    | {"models", "config", "embed", "retrieval", "learning", "storage", "engine"},
+    "client": FOUNDATION | {"models", "config", "embed", "engine", "services", "storage"},
+    # The surfaces call the client (the CLI also reads pack settings through a service).
+    "http": FOUNDATION | {"auth", "models", "config", "client"},
+    "mcp": FOUNDATION | {"auth", "models", "config", "client"},
+    "adapters": FOUNDATION | {"models", "client"},
+    # The demo package: the workflow, its workloads, the gate simulation and the HTML report.
+    "demo": FOUNDATION | {"models", "config", "embed", "client"},
+    "cli": FOUNDATION
+    | {"auth", "models", "config", "embed", "client", "services", "http", "mcp", "demo"},
+    "__main__": frozenset({"cli"}),
+    "prme": FOUNDATION | {"models", "config", "client", "services", "learning"},
+}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("models", "retrieval"): "issue 20 item 4: the receipt's validator replays scores; "
+    "verification becomes explicit functions in retrieval/",
+    ("models", "learning"): "issue 20 item 4: the report models recompute aggregates and "
+    "decisions; verification becomes explicit functions in learning/",
+    ("storage", "retrieval"): "issue 20 item 3: the owner index and BM25 constants move to "
+    "where storage and retrieval can both use them",
+    ("cli", "storage"): "issue 20 item 3: the pack file name and migrations become Store "
+    "operations of the configured backend",
+}
+
+
+def unit_of(module: str) -> str:
+    """The unit a prme module belongs to: its subpackage or top-level module (``prme`` itself
+    for the package's ``__init__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def unit_imports() -> dict[tuple[str, str], list[str]]:
+    """Every import between two different units, with the files that make it."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        source = unit_of(module_name(path))
+        for name in sorted(imports_of(path)):
+            target = unit_of(name)
+            if target != source:
+                edges.setdefault((source, target), []).append(f"{path.relative_to(SRC)}: {name}")
+    return edges
+
+
+def test_every_unit_has_import_rules() -> None:
+    units = {unit_of(module_name(path)) for path in SRC.rglob("*.py")}
+    assert units == set(MAY_IMPORT)
+    for unit, allowed in MAY_IMPORT.items():
+        assert allowed <= set(MAY_IMPORT), unit
+
+
+def test_package_imports_follow_the_layers() -> None:
+    edges = unit_imports()
+    assert len(edges) >= 60
+    violations = [
+        where
+        for (source, target), files in sorted(edges.items())
+        if target not in MAY_IMPORT[source] and (source, target) not in KNOWN_EXCEPTIONS
+        for where in files
+    ]
+    assert violations == []
+    # A removed violation must leave the list: exceptions are never kept "just in case".
+    assert sorted(set(KNOWN_EXCEPTIONS) - set(edges)) == []
+
+
+def test_import_rules_state_the_layering() -> None:
+    """The whitelist itself keeps the layering's promises (so a loosened entry fails here)."""
+    surfaces = {"http", "mcp", "cli", "adapters", "__main__"}
+    outer = surfaces | {"client", "services", "engine", "storage", "embed", "config"}
+    assert MAY_IMPORT["models"] & outer == set()
+    for core in ("retrieval", "learning"):
+        assert MAY_IMPORT[core] & outer == set(), core
+    assert "learning" not in MAY_IMPORT["retrieval"]
+    assert MAY_IMPORT["storage"] & (outer | {"retrieval", "learning"}) == set()
+    assert MAY_IMPORT["services"] & (surfaces | {"client"}) == set()
+    assert MAY_IMPORT["client"] & surfaces == set()
+    for surface in ("http", "mcp", "adapters"):
+        assert MAY_IMPORT[surface] & {"services", "storage", "engine"} == set(), surface
+    assert {unit for unit, allowed in MAY_IMPORT.items() if "demo" in allowed} == {"cli"}
 
 
 def pure_files() -> list[Path]:

@@ -23,8 +23,8 @@ from conftest import make_config
 
 from prme import MemoryClient, Scope
 from prme.cli import main
-from prme.demo import FROZEN_DIR, MARKER_FILE
-from prme.workload import generate_workload
+from prme.demo.workflow import FROZEN_DIR, MARKER_FILE
+from prme.demo.workload import generate_workload
 
 ENV = {"PRME_EMBEDDING__PROVIDER": "hash", "PRME_SCORING__FUSION": "weighted"}
 OWNER = ["--user-id", "alice"]
@@ -257,7 +257,7 @@ def test_every_pack_command_calls_public_client_methods() -> None:
             found += leaves(command) if isinstance(command, click.Group) else [command]
         return found
 
-    # prme.http.server, prme.mcp.server, prme.demo, prme.storage.migrations
+    # prme.http.server, prme.mcp.server, prme.demo.workflow, prme.storage.migrations
     delegates = {"serve", "mcp", "demo", "upgrade"}
     public = {name for name in dir(MemoryClient) if not name.startswith("_")}
     for command in leaves(main):

@@ -2,7 +2,7 @@
 
 Each command runs once on its happy path and once on an error: exit status 1 with exactly one
 line ``error: ...`` on stderr, or click's usage error (exit status 2). The learning and profile
-commands work on a copy of the judged golden pack (``test_learning_workflow.golden``), so the
+commands work on a copy of the judged golden pack (``support.golden``), so the
 gates pass on real evidence. Several commands share one test to amortize interpreter startup.
 """
 
@@ -16,54 +16,11 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
-import pytest
-from test_learning_workflow import HOLDOUT_TIME, OWNER, Golden, fresh_pack, golden
+from support.cli import ENV, fails, ok, ok_json, prme, usage_error
+from support.golden import HOLDOUT_TIME, OWNER, Golden, fresh_pack
 
-ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith("PRME_")},
-    "PRME_EMBEDDING__PROVIDER": "hash",
-    "PRME_SCORING__FUSION": "weighted",
-}
 PROJECT = ["--scope", "project"]
-
-
-def prme(*args: object, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "prme", *(str(a) for a in args)]
-    return subprocess.run(command, env=ENV, input=input, capture_output=True, text=True, timeout=60)
-
-
-def ok(*args: object, input: str | None = None) -> str:
-    done = prme(*args, input=input)
-    assert done.returncode == 0, (args, done.stderr)
-    return done.stdout
-
-
-def ok_json(*args: object, input: str | None = None) -> Any:
-    return json.loads(ok(*args, "--json", input=input))
-
-
-def fails(*args: object, input: str | None = None) -> str:
-    """Exit status 1, nothing on stdout, exactly one line ``error: ...`` on stderr."""
-    done = prme(*args, input=input)
-    assert done.returncode == 1, (args, done.stdout, done.stderr)
-    assert done.stdout == ""
-    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
-    return done.stderr.strip()
-
-
-def usage_error(*args: object) -> str:
-    """click's usage error: exit status 2 and a usage message on stderr."""
-    done = prme(*args)
-    assert done.returncode == 2, (args, done.stdout, done.stderr)
-    assert done.stdout == "" and "Usage: prme" in done.stderr
-    return done.stderr
-
-
-@pytest.fixture
-def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
-    return golden(tmp_path_factory)
 
 
 def test_store_retrieve_receipt_and_judge(tmp_path: Path) -> None:

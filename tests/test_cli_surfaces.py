@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_cli_subprocess import fails, ok, ok_json
+from support.cli import fails, ok, ok_json
 
 CLEAN = {k: v for k, v in os.environ.items() if not k.startswith("PRME_")}
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import inspect
 import sqlite3
 import uuid
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from prme.embed.hashing import HashingEmbedder
 from prme.storage.sqlite import DB_FILE
 
 ClientFactory = Callable[..., MemoryClient]
+GENERATOR = Path(__file__).resolve().parents[1] / ".ci" / "gen_async_client.py"
 
 
 def test_context_manager_closes(pack_path: Path) -> None:
@@ -193,3 +196,40 @@ def test_async_client(pack_path: Path) -> None:
     assert count == 7 and has_receipt
     with MemoryClient(pack_path, config=make_config()) as client:
         assert client.get(first, user_id="alice") is not None
+
+
+def _methods(cls: type) -> dict[str, Callable[..., object]]:
+    return {n: v for n, v in vars(cls).items() if not n.startswith("_") and inspect.isfunction(v)}
+
+
+def test_async_client_has_every_method_with_the_same_signature() -> None:
+    sync, async_ = _methods(MemoryClient), _methods(AsyncMemoryClient)
+    assert list(async_) == list(sync)  # the same names, in the same order
+    assert len(sync) >= 30
+    for name, method in sync.items():
+        assert not inspect.iscoroutinefunction(method), name
+        assert inspect.iscoroutinefunction(async_[name]), name
+        expected, actual = inspect.signature(method), inspect.signature(async_[name])
+        # names, kinds, defaults and annotations; the coroutine returns what the method does
+        assert list(actual.parameters.values()) == list(expected.parameters.values()), name
+        assert actual.return_annotation == expected.return_annotation, name
+        assert actual.return_annotation is not inspect.Signature.empty, name
+
+
+def test_async_client_exposes_the_same_attributes(client: MemoryClient) -> None:
+    def properties(cls: type) -> set[str]:
+        return {n for n, v in vars(cls).items() if isinstance(v, property)}
+
+    plain = {n for n in vars(client) if not n.startswith("_")}
+    assert plain == {"config", "path", "frozen"}
+    assert properties(AsyncMemoryClient) == properties(MemoryClient) | plain
+
+
+def test_async_client_source_is_what_the_generator_writes() -> None:
+    spec = importlib.util.spec_from_file_location("gen_async_client", GENERATOR)
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    source = generator.CLIENT.read_text("utf-8")
+    assert generator.updated(source) == source, "run .ci/gen_async_client.py"
+    assert generator.main(["--check"]) == 0

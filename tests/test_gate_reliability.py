@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from prme.models.scoring import RankingMultipliers, ScoringWeights, adjusted_weights
-from prme.simulation import (
+from prme.demo.simulation import (
     GATE1_PASS,
     GATE2_PASS,
     RunResult,
@@ -22,6 +21,7 @@ from prme.simulation import (
     simulate,
     wilson_interval,
 )
+from prme.models.scoring import RankingMultipliers, ScoringWeights, adjusted_weights
 
 QUICK_RUNS = 20
 PLANTED_RUNS = 6

@@ -12,6 +12,10 @@ TESTS = Path(__file__).parent
 TARGET = "tests/storage/test_postgres.py::test_migrations_are_versioned_and_idempotent"
 
 
+def _caller_path() -> list[str]:
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
 def run_pytest(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     # A pgserver whose server cannot start, first on the path.
     fake = tmp_path / "fake" / "pgserver"
@@ -24,7 +28,8 @@ def run_pytest(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPr
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
         cwd=TESTS.parent,
-        env={**base, "PYTHONPATH": str(fake.parent), **env},
+        # The fake first, then the caller's path: the child runs the same prme as this run.
+        env={**base, "PYTHONPATH": os.pathsep.join([str(fake.parent), *_caller_path()]), **env},
         capture_output=True,
         text=True,
         timeout=120,

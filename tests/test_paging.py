@@ -8,18 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_learning_workflow import OWNER, SCOPES, Golden, fresh_pack, golden
+from support.golden import OWNER, SCOPES, Golden, fresh_pack
 
 from prme import InvalidInputError, MemoryClient, NotFoundError
 from prme.models.profiles import RankingProfile, RankingProfileState
 
 PROFILES = 40
 TRANSITIONS = 1003  # past one full page of 1000
-
-
-@pytest.fixture
-def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
-    return golden(tmp_path_factory)
 
 
 @pytest.fixture

@@ -8,16 +8,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_learning_workflow import OWNER, SCOPES, Golden, fresh_pack, golden
+from support.golden import OWNER, SCOPES, Golden, fresh_pack
 
 from prme import InvalidInputError, MemoryClient, NotFoundError, Scope, StaleRankingProfileError
 from prme.models.profiles import RankingProfile
 from prme.services import profiles
-
-
-@pytest.fixture
-def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
-    return golden(tmp_path_factory)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import postgres_schema, session_postgres_url
-from test_learning_workflow import OWNER, SCOPES, Golden, fresh_pack, golden
+from support.golden import OWNER, SCOPES, Golden, fresh_pack
 
 from prme import MemoryClient, StaleRankingProfileError
 from prme.models.profiles import RankingProfile
@@ -55,11 +55,6 @@ with MemoryClient(pack, config=config) as memory:
         out.with_suffix(".tmp").write_text(json.dumps(result))
         out.with_suffix(".tmp").rename(out)
 """
-
-
-@pytest.fixture
-def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
-    return golden(tmp_path_factory)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_learning_workflow import OWNER, SCOPES, Golden, fresh_pack, golden
+from support.golden import OWNER, SCOPES, Golden, fresh_pack
 
 from prme import IntegrityError, InvalidInputError, MemoryClient, RankingMultipliers, Scope
 from prme.canonical import canonical_json
@@ -23,11 +23,6 @@ from prme.storage.timeutil import to_us
 
 QUERY = "Which database does Aster use?"
 LATER = datetime(2027, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
-    return golden(tmp_path_factory)
 
 
 @pytest.fixture

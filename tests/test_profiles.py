@@ -1,7 +1,7 @@
 """create_ranking_profile: one test per evidence rule, idempotency, reads and their integrity.
 
 Every report here is real: made by gate 1 and gate 2 on the golden workload (see
-``test_learning_workflow.golden``), or by running a gate differently in a copy of that pack.
+``support.golden``), or by running a gate differently in a copy of that pack.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_learning_workflow import HOLDOUT_TIME, OWNER, QUICK, SCOPES, Golden, fresh_pack, golden
+from support.golden import HOLDOUT_TIME, OWNER, QUICK, SCOPES, Golden, fresh_pack
 
 from prme import IntegrityError, InvalidInputError, MemoryClient, NotFoundError, RankingMultipliers
 from prme.canonical import canonical_json, sha256_hex
@@ -25,11 +25,6 @@ from prme.models.profiles import RankingProfile
 from prme.models.scope import scope_namespace
 from prme.services import profiles
 from prme.storage.timeutil import to_us
-
-
-@pytest.fixture
-def gold(tmp_path_factory: pytest.TempPathFactory) -> Golden:
-    return golden(tmp_path_factory)
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ from conftest import make_config
 
 from prme import MemoryClient, RankingMultipliers, Scope
 from prme.cli import main
+from prme.demo.report_html import EVIDENCE_BOUNDARY, multipliers_svg, paired_svg, render_report
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.profiles import RankingProfile, RankingProfileState
-from prme.report_html import EVIDENCE_BOUNDARY, multipliers_svg, paired_svg, render_report
 
 SEED_BOUNDARY = (
     "A positive profile establishes improvement under its recorded judged-candidate and "

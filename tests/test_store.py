@@ -310,3 +310,45 @@ def test_unknown_store_field_is_named_and_nothing_is_written(client: MemoryClien
         client.store("text", user_id="alice", colour="blue")
     assert info.value.field == "colour"
     assert write_seq(client) == seq
+
+
+EXACT_ERRORS: list[tuple[dict[str, Any], str]] = [
+    ({"content": 42}, "content: must be a string"),
+    ({"content": " \n "}, "content: must not be blank"),
+    ({"content": "x" * 1_000_001}, "content: exceeds 1000000 bytes"),
+    ({"scope": ["personal", "project"]}, "scope: a memory belongs to exactly one scope"),
+    ({"scope": None}, "scope: a memory belongs to exactly one scope"),
+    ({"node_type": "memo"}, "node_type: invalid value 'memo' (valid: entity, event, fact, "
+     "decision, preference, task, summary, note, instruction)"),
+    ({"role": ""}, "role: must be a non-blank string"),
+    ({"session_id": 12}, "session_id: must be a string"),
+    ({"confidence": True}, "confidence: must be a number in [0, 1]"),
+    ({"salience": math.inf}, "salience: must be a finite number in [0, 1]"),
+    ({"metadata": "x"}, "metadata: must be a JSON object"),
+    ({"metadata": {1: "a"}}, "metadata.1.[key]: Input should be a valid string"),
+    ({"event_time": "2026-01-01"}, "event_time: must be a datetime"),
+    ({"valid_to": datetime(2026, 1, 1)}, "valid_to: valid_to must include a timezone"),
+    ({"valid_to": datetime(2026, 8, 1, tzinfo=UTC)}, "valid_to: must not be before valid_from"),
+    ({"ttl_days": 1.0}, "ttl_days: must be an integer from 0 to 1000000"),
+    # several bad fields: the first in the engine's order is the one reported
+    ({"confidence": 5, "metadata": "x", "role": ""}, "role: must be a non-blank string"),
+    (
+        {"ttl_days": -1, "valid_to": datetime(2020, 1, 1, tzinfo=UTC)},
+        "valid_to: must not be before valid_from",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), EXACT_ERRORS)
+def test_store_errors_keep_their_exact_messages(
+    client: MemoryClient, fields: dict[str, Any], message: str
+) -> None:
+    item: dict[str, Any] = {"content": "Aster uses PostgreSQL", **fields}
+    with pytest.raises(InvalidInputError) as info:
+        client.store(item["content"], user_id="alice", **{k: v for k, v in fields.items() if k != "content"})
+    assert str(info.value) == message
+    with pytest.raises(InvalidInputError) as batch:
+        client.store_many([item], user_id="alice")
+    field = message.split(": ", 1)[0]
+    assert (batch.value.field, str(batch.value)) == (f"items[0].{field}", f"items[0].{field}: {message}")
+    assert client.list(user_id="alice") == []

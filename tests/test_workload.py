@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from prme import Scope
-from prme.workload import (
+from prme.demo.workload import (
     ASPECTS,
     CURRENT_CONFIDENCE,
     PROJECT_NAMES,

@@ -28,7 +28,15 @@ from pydantic import BaseModel
 
 from prme.client import MemoryClient
 from prme.config import EmbeddingConfig, PRMEConfig
-from prme.demo import DEMO_USER, FUSION_NOTE, DemoStep, ProgressFactory, run_demo, silent_progress
+from prme.demo.report_html import render_report
+from prme.demo.workflow import (
+    DEMO_USER,
+    FUSION_NOTE,
+    DemoStep,
+    ProgressFactory,
+    run_demo,
+    silent_progress,
+)
 from prme.embed.registry import provider_names
 from prme.errors import (
     NotFoundError,
@@ -44,7 +52,6 @@ from prme.models.learning import LearningEvaluation
 from prme.models.memory import MemoryRecord
 from prme.models.profiles import RankingProfile, RankingProfileState
 from prme.models.scoring import ADDITIVE_FEATURES, RankingMultipliers
-from prme.report_html import render_report
 from prme.services.pack_settings import scoring_for
 from prme.storage.sqlite import DB_FILE
 

@@ -7,12 +7,32 @@ import re
 import uuid
 from datetime import UTC, datetime
 
+from pydantic import ValidationError
+
 from prme.errors import InvalidInputError
 from prme.limits import MAX_PAGE_SIZE, MAX_RESULT_LIMIT, MAX_TOKEN_BUDGET
 
 # C0 and C1 control characters (Unicode category Cc), DEL included: never part of an identifier.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 UTC_RANGE = "must lie within years 1 to 9999 once converted to UTC"
+
+
+def invalid_input(exc: ValidationError, field: str, *, nested: bool = True) -> InvalidInputError:
+    """pydantic's first error as the InvalidInputError every entry point raises.
+
+    The error names ``field.loc`` (the location inside the parsed value; ``loc`` alone when
+    not ``nested``, for inputs whose fields are the caller's own parameters), or ``field``
+    when the error has no location. Raise it ``from None``: the pydantic chain adds nothing.
+    """
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    if not loc:
+        name = field
+    elif nested:
+        name = f"{field}.{loc}"
+    else:
+        name = loc
+    return InvalidInputError(name, err["msg"])
 
 
 def require_text(value: str, field: str, *, identifier: bool = False) -> str:

@@ -22,8 +22,8 @@ import anyio
 import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp_helpers import SOURCE_ENV, call, open_pack, refused
-from test_http_server import free_port, running_server, server_env
+from support.mcp_helpers import SOURCE_ENV, call, open_pack, refused
+from support.server import free_port, running_server, server_env
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
 from prme.config import EmbeddingConfig

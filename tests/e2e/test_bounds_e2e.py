@@ -16,10 +16,9 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from conftest import make_config
-from mcp_helpers import call, refused
-from test_http_server import ALICE, ALICE_KEY, BOB_KEY, running_server
-from test_learning_workflow import OWNER, SCOPES, golden
-from test_mcp_stdio import mcp_session
+from support.golden import OWNER, SCOPES, golden
+from support.mcp_helpers import call, mcp_session, refused
+from support.server import ALICE, ALICE_KEY, BOB_KEY, running_server
 
 from prme import MemoryClient
 from prme.cli import main

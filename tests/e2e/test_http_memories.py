@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_http_server import free_port, server_command
+from support.server import free_port, server_command
 
 KEYS = {"alice": "alice-memories-key-0123", "bob": "bob-memories-key-4567"}
 ALICE = {"Authorization": f"Bearer {KEYS['alice']}"}

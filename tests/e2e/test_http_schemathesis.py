@@ -21,7 +21,7 @@ from schemathesis.checks import (
     not_a_server_error,
     response_schema_conformance,
 )
-from test_http import ALICE, FACTS, KEYS, seed_facts, weighted_config
+from support.http_api import ALICE, FACTS, KEYS, seed_facts, weighted_config
 
 from prme import MemoryClient
 from prme.http import create_app, learning_routes

@@ -5,92 +5,39 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import test_http as shared
-import test_report_chromium as chromium
 from pydantic import SecretStr
-from test_http import holdout_trials, judge_learning_queries
+from support import chromium
+from support import http_api as shared
+from support.http_api import holdout_trials, judge_learning_queries
+from support.server import (
+    ALICE,
+    ALICE_KEY,
+    BOB,
+    BOB_KEY,
+    Server,
+    free_port,
+    running_server,
+    server_command,
+    server_env,
+)
 
 from prme import InvalidInputError, MemoryClient, PRMEConfig, ScoringWeights
 from prme.canonical import sha256_hex
 from prme.config import APIConfig, EmbeddingConfig
+from prme.demo.workload import Workload, generate_workload
 from prme.http.server import check_bind, is_loopback, serve
-from prme.workload import Workload, generate_workload
 
-ALICE_KEY = "alice-server-key-0123456789"
-BOB_KEY = "bob-server-key-9876543210"
-ALICE = {"Authorization": f"Bearer {ALICE_KEY}"}
-BOB = {"Authorization": f"Bearer {BOB_KEY}"}
-STARTUP_SECONDS = 30.0
 BODY_LIMIT = 64 * 1024  # small enough that a refused body still fits the socket buffers
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def server_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PRME_")}
-    env.update(PRME_EMBEDDING__PROVIDER="hash", PRME_SCORING__FUSION="weighted", **extra)
-    return env
-
-
-def server_command(path: Path, host: str, port: int) -> list[str]:
-    """Serve ``path``, creating it when missing (the tests serve new packs; ``--create``)."""
-    module = [sys.executable, "-m", "prme.http.server", "--create"]
-    return [*module, "--path", str(path), "--host", host, "--port", str(port)]
-
-
-@dataclass
-class Server:
-    url: str
-    path: Path
-    log: Path
-    process: subprocess.Popen[bytes]
-
-
-@contextmanager
-def running_server(root: Path, **env: str) -> Iterator[Server]:
-    """``python -m prme.http.server`` on a free loopback port with ``env``, until the block ends."""
-    path, log = root / "pack", root / "server.log"
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            server_command(path, "127.0.0.1", port),
-            env=server_env(**env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not start: " + log.read_text()
-            time.sleep(0.1)
-        yield Server(url, path, log, process)
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +169,7 @@ def test_the_docs_render_in_a_browser_without_network(server: Server, tmp_path: 
 
 def test_openapi_over_loopback_describes_every_field_and_error(http: httpx.Client) -> None:
     document = http.get("/openapi.json").json()
-    assert [w for w, prop in shared._properties(document) if not prop.get("description")] == []
+    assert [w for w, prop in shared.openapi_properties(document) if not prop.get("description")] == []
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             errors = {code for code in operation["responses"] if code >= "400"}

@@ -20,7 +20,8 @@ import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import (
+from pydantic import SecretStr
+from support.mcp_helpers import (
     MISMATCH,
     call,
     gates_and_profile,
@@ -28,12 +29,11 @@ from mcp_helpers import (
     open_pack,
     refused,
 )
-from pydantic import SecretStr
 
 from prme import InvalidInputError, RetrievalReceipt
 from prme.config import MCPConfig
+from prme.demo.workload import Workload, generate_workload
 from prme.mcp import build_server, main, serve
-from prme.workload import Workload, generate_workload
 
 KEYS = {"alice": "alice-key-3f9c", "bob": "bob-key-81d2"}
 SERVER_ENV = {

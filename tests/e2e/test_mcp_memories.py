@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp_helpers import MISMATCH, call, refused
-from test_mcp_stdio import mcp_session
+from support.mcp_helpers import MISMATCH, call, mcp_session, refused
 
 
 def test_manage_memories_through_tools(tmp_path: Path) -> None:
@@ -121,7 +120,7 @@ COMPARED = ("content", "scope", "metadata", "event_time", "valid_to", "confidenc
 
 def _versions_over_http(tmp_path: Path) -> list[dict[str, Any]]:
     from fastapi.testclient import TestClient
-    from mcp_helpers import open_pack
+    from support.mcp_helpers import open_pack
 
     from prme.http import create_app
 

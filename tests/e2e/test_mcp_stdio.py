@@ -9,31 +9,29 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp_helpers import (
+from support.mcp_helpers import (
     MISMATCH,
-    SOURCE_ENV,
+    SERVER_ENV,
     call,
     gates_and_profile,
     judge,
+    mcp_session,
     open_pack,
     refused,
 )
 
 from prme import RetrievalReceipt
+from prme.demo.workload import Workload, generate_workload
 from prme.mcp.server import CORE_TOOLS
 from prme.services.receipts import RECEIPT_OP
 from prme.storage.sqlite import DB_FILE
-from prme.workload import Workload, generate_workload
 
-SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash", **SOURCE_ENV}
 TOOLS = {
     "memory_store",
     "memory_retrieve",
@@ -59,27 +57,6 @@ TOOLS = {
 OWNER_REQUIRED = "user_id is required without a bound identity"
 
 
-@asynccontextmanager
-async def mcp_session(
-    pack: Path, *args: str, errlog: Path, env: dict[str, str] | None = None
-) -> AsyncIterator[ClientSession]:
-    """Start ``python -m prme.mcp --path pack --create *args`` (a missing pack is created) and
-    open an initialized session on it."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "prme.mcp", "--path", str(pack), "--create", *args],
-        env={**SERVER_ENV, **(env or {})},
-    )
-    with errlog.open("a") as stderr:
-        async with (
-            stdio_client(params, errlog=stderr) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
-
-
-# ------------------------------------------------------------------------- schemas
 def listed(pack: Path, *args: str, errlog: Path) -> dict[str, Any]:
     """The tools a ``python -m prme.mcp --path pack *args`` server lists, by name."""
 

@@ -19,19 +19,19 @@ import httpx
 import pytest
 from conftest import FakeClock
 from psycopg.conninfo import make_conninfo
-from test_http_server import free_port, server_env
-from test_learning_workflow import (
+from support.golden import (
     HOLDOUT_TIME,
     OWNER,
     SCOPES,
     holdout_queries,
     judge_learning_queries,
 )
+from support.server import free_port, server_env
 
 from prme import MemoryClient, PRMEConfig
+from prme.demo.workload import generate_workload
 from prme.models.holdout import FullRetrievalEvaluationConfig
 from prme.storage.postgres import drop_schema
-from prme.workload import generate_workload
 
 KEY = "alice-postgres-key-0123456789"
 ALICE = {"Authorization": f"Bearer {KEY}"}

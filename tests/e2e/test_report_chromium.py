@@ -15,24 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.chromium import CHROMIUM, FLAGS
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 SCREENSHOT = "learning-report.png"
-# Headless, offline and quiet: the report must render with no network at all.
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-]
 
 pytestmark = pytest.mark.skipif(
     not os.access(CHROMIUM, os.X_OK),

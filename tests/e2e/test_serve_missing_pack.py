@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import httpx
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp_helpers import call
+from support.mcp_helpers import call
 from test_cli_surfaces import CLEAN, one_error, run, run_json
 
 HASH = {"PRME_EMBEDDING__PROVIDER": "hash"}

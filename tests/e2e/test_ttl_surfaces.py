@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import httpx
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp_helpers import SOURCE_ENV, call
-from test_http_server import running_server
+from support.mcp_helpers import SOURCE_ENV, call
+from support.server import running_server
 
 LATER = (datetime.now(UTC) + timedelta(days=3653)).isoformat()  # ten years on
 SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash", **SOURCE_ENV}

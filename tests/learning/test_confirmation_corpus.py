@@ -3,7 +3,7 @@
 Terse confirmed facts (confidence 0.86–0.98) compete with rumours, pitches and open questions
 that repeat the question's words (confidence 0.45–0.70): similarity favours the hearsay, only
 confidence tells the confirmed fact. Every judged top-10 list labels each returned memory, both
-gates run through the public client (``prme.simulation.run_workflow``) and the holdout queries
+gates run through the public client (``prme.demo.simulation.run_workflow``) and the holdout queries
 are other (project, aspect) groups on the frozen pack.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from prme.demo.simulation import RunResult, SimulationSettings, run_workflow
 from prme.models.scoring import ADDITIVE_FEATURES
-from prme.simulation import RunResult, SimulationSettings, run_workflow
 
 SEED = 0
 

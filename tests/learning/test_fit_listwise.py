@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_gate1 import REFERENCE, reference_fixture, run
+from support.gate1 import REFERENCE, reference_fixture, run
 
 from prme.canonical import canonical_json
 from prme.learning.groups import group_id, is_validation

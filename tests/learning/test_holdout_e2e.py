@@ -245,6 +245,42 @@ def test_relevant_node_ids_accept_uuid_strings(
 # ------------------------------------------------------------ rejections
 
 
+def test_inputs_are_validated_once(client: MemoryClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service parses the trials and checks the owner and digests before loading the
+    receipts; the gate takes them as parsed instead of validating them again."""
+    from prme.learning import gate2 as gate
+
+    build_workload(client, 1)
+    t = trial(paired(client), [str(uuid.UUID(int=1))])
+    calls: dict[str, list[str]] = {"parse_trials": [], "require_digest": [], "owner": []}
+    real = gate.parse_trials, gate.require_digest, gate.require_owner
+
+    def parse_trials(trials: Any) -> Any:
+        calls["parse_trials"].append("trials")
+        return real[0](trials)
+
+    def require_digest(value: object, field: str) -> str:
+        calls["require_digest"].append(field)
+        return real[1](value, field)
+
+    def require_owner(user_id: object, field: str = "user_id") -> str:
+        calls["owner"].append(field)
+        return real[2](user_id, field)
+
+    monkeypatch.setattr(gate, "parse_trials", parse_trials)
+    monkeypatch.setattr(gate, "require_digest", require_digest)
+    monkeypatch.setattr(gate, "require_owner", require_owner)
+    report = gate2(client, [t.model_dump(mode="json")])
+    assert report.coverage["query_groups"] == 1
+    assert calls == {
+        "parse_trials": ["trials"],
+        "require_digest": ["proposal_input_checksum", "memory_artifact_sha256", "pack_digest"],
+        "owner": ["user_id"],
+    }
+
+
+
+
 def test_trial_count_and_digests(client: MemoryClient) -> None:
     build_workload(client, 1)
     rejects(client, [], "trials must contain from 1 to 10000 pairs", "trials")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_config
-from test_learning_workflow import OWNER, Golden, fresh_pack, golden
+from support.golden import OWNER, Golden, fresh_pack, golden
 
 from prme import MemoryClient
 

@@ -29,7 +29,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
-from test_learning_workflow import Golden
+from support.golden import Golden
 
 import prme
 from prme import InvalidInputError, MemoryClient, NotFoundError, PRMEConfig

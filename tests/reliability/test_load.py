@@ -21,7 +21,7 @@ import pytest
 from conftest import FakeClock, make_config
 
 from prme import MemoryClient, Scope
-from prme.workload import ASPECTS, PROJECT_NAMES
+from prme.demo.workload import ASPECTS, PROJECT_NAMES
 
 from .conftest import Scale
 from .harness import FIGURES, OWNER

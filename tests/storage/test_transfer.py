@@ -18,7 +18,7 @@ from conftest import (
     postgres_schema,
     session_postgres_url,
 )
-from test_learning_workflow import OWNER, SCOPES, Golden, golden
+from support.golden import OWNER, SCOPES, Golden, golden
 
 from prme import FrozenPackError, IntegrityError, MemoryClient
 from prme.errors import InvalidInputError

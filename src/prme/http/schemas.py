@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from prme.models.base import Sha256Hex
-from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
+from prme.models.enums import NodeType, RetrievalMode, Scope, SourceType
 from prme.models.holdout import (
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
@@ -31,6 +31,7 @@ from prme.models.holdout import (
 from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.relevance import RelevanceSubmission, RelevanceSurface
 from prme.models.scoring import RankingMultipliers
+from prme.models.store_input import StoreFields
 
 
 class Body(BaseModel):
@@ -49,24 +50,10 @@ class Body(BaseModel):
         }
 
 
-class StoreRequest(Body):
-    """``POST /v1/store`` → ``MemoryClient.store_with_receipt``."""
+class StoreRequest(StoreFields, Body):
+    """``POST /v1/store`` → ``MemoryClient.store_with_receipt``: the fields of one memory
+    (:class:`~prme.models.store_input.StoreFields`, declared once) and ``dedupe``."""
 
-    content: str
-    scope: Scope | None = None
-    node_type: NodeType | None = None
-    session_id: str | None = None
-    role: str | None = None
-    metadata: dict[str, Any] | None = None
-    confidence: StrictFloat | None = None
-    salience: StrictFloat | None = None
-    epistemic_type: EpistemicType | None = None
-    source_type: SourceType | None = None
-    event_time: datetime | None = None
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    pinned: StrictBool | None = None
-    ttl_days: StrictInt | None = None
     dedupe: StrictBool | None = Field(
         default=None, description="Return the owner's same memory (duplicate: true) if stored."
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -34,7 +35,7 @@ from prme.models.receipt import RetrievalReceipt
 from prme.models.scope import ScopeInput, normalize_scope_key, scope_set_key
 from prme.models.scoring import RankingMultipliers
 from prme.retrieval.request import ARM_INPUT_KEYS, PAIRED_RECEIPT_FIELDS
-from prme.validation import require_owner
+from prme.validation import invalid_input, require_owner
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 NEUTRAL = RankingMultipliers()
@@ -66,9 +67,7 @@ def parse_model(cls: type[Any], value: Any, field: str) -> Any:
     try:
         return cls.model_validate(value.model_dump() if isinstance(value, BaseModel) else value)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise InvalidInputError(f"{field}.{loc}" if loc else field, err["msg"]) from None
+        raise invalid_input(exc, field) from None
 
 
 def parse_trials(trials: Iterable[Any]) -> list[FullRetrievalTrial]:
@@ -81,6 +80,37 @@ def parse_trials(trials: Iterable[Any]) -> list[FullRetrievalTrial]:
             "trials", f"trials must contain from 1 to {MAX_TRIALS} pairs", len(items)
         )
     return [parse_model(FullRetrievalTrial, t, f"trials[{i}]") for i, t in enumerate(items)]
+
+
+@dataclass(frozen=True)
+class HoldoutRequest:
+    """Gate 2's own inputs, validated once: the owner, both digests and the trials."""
+
+    user_id: str
+    proposal_input_checksum: str
+    memory_artifact_sha256: str
+    trials: tuple[FullRetrievalTrial, ...]
+
+    def request_ids(self) -> list[UUID]:
+        """Both arms' request ids of every trial, in trial order."""
+        return [rid for t in self.trials for rid in (t.baseline_request_id, t.candidate_request_id)]
+
+
+def parse_request(
+    trials: Iterable[FullRetrievalTrial | Mapping[str, Any]],
+    *,
+    user_id: str,
+    proposal_input_checksum: str,
+    memory_artifact_sha256: str,
+) -> HoldoutRequest:
+    """Validate the owner, the proposal and fixture digests and the 1–10000 trials, in that
+    order (InvalidInputError naming the field)."""
+    return HoldoutRequest(
+        user_id=require_owner(user_id),
+        proposal_input_checksum=require_digest(proposal_input_checksum, "proposal_input_checksum"),
+        memory_artifact_sha256=require_digest(memory_artifact_sha256, "memory_artifact_sha256"),
+        trials=tuple(parse_trials(trials)),
+    )
 
 
 def _arm_metrics(receipt: RetrievalReceipt, relevant: Sequence[UUID], k: int) -> list[float]:
@@ -205,9 +235,40 @@ def evaluate_full_retrieval(
             from another pack or content write sequence, undeclared multipliers, one query under
             two groups, mixed feature identities or base scoring, or overlap with the proposal.
     """
-    owner = require_owner(user_id)
-    proposal = require_digest(proposal_input_checksum, "proposal_input_checksum")
-    artifact = require_digest(memory_artifact_sha256, "memory_artifact_sha256")
+    request = parse_request(
+        trials,
+        user_id=user_id,
+        proposal_input_checksum=proposal_input_checksum,
+        memory_artifact_sha256=memory_artifact_sha256,
+    )
+    return evaluate_request(
+        request,
+        receipts,
+        scopes=scopes,
+        candidate_multipliers=candidate_multipliers,
+        baseline_multipliers=baseline_multipliers,
+        config=config,
+        pack_digest=pack_digest,
+        proposal_groups=proposal_groups,
+    )
+
+
+def evaluate_request(
+    request: HoldoutRequest,
+    receipts: Iterable[RetrievalReceipt],
+    *,
+    scopes: ScopeInput,
+    candidate_multipliers: RankingMultipliers | Mapping[str, Any],
+    baseline_multipliers: RankingMultipliers | Mapping[str, Any] | None = None,
+    config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+    pack_digest: str,
+    proposal_groups: frozenset[str] | None = None,
+) -> FullRetrievalEvaluation:
+    """:func:`evaluate_full_retrieval` on inputs :func:`parse_request` validated (the service
+    parses them before it loads the receipts, so they are validated once)."""
+    owner = request.user_id
+    proposal = request.proposal_input_checksum
+    artifact = request.memory_artifact_sha256
     digest = require_digest(pack_digest, "pack_digest")
     candidate_m: RankingMultipliers = parse_model(
         RankingMultipliers, candidate_multipliers, "candidate_multipliers"
@@ -231,7 +292,7 @@ def evaluate_full_retrieval(
             raise InvalidInputError(
                 "receipts", f"Conflicting full retrieval receipt identity {receipt.request_id}"
             )
-    ordered = sorted(parse_trials(trials), key=lambda t: t.sort_key)
+    ordered = sorted(request.trials, key=lambda t: t.sort_key)
 
     used: set[UUID] = set()
     group_of_query: dict[str, str] = {}

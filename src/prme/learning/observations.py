@@ -21,6 +21,7 @@ from prme.models.learning import (
     LearningConfig,
 )
 from prme.models.scope import ScopeInput, ScopeKey, normalize_scope_key, scope_set_key
+from prme.validation import invalid_input
 
 SURFACES = ("results", "context")
 
@@ -35,9 +36,7 @@ def learning_config(config: LearningConfig | Mapping[str, Any] | None) -> Learni
         try:
             return LearningConfig.model_validate(dict(config))
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise InvalidInputError(f"config.{loc}" if loc else "config", err["msg"]) from None
+            raise invalid_input(exc, "config") from None
     raise InvalidInputError("config", "must be a LearningConfig or a mapping of its fields", config)
 
 

@@ -89,11 +89,14 @@ def evaluate(
             change this owner's retrievals.
         IntegrityError: a stored receipt or report failed its checksum.
     """
-    owner = require_owner(user_id)
-    gate2.require_digest(proposal_input_checksum, "proposal_input_checksum")
-    gate2.require_digest(memory_artifact_sha256, "memory_artifact_sha256")
-    parsed = gate2.parse_trials(trials)
-    ids = [rid for t in parsed for rid in (t.baseline_request_id, t.candidate_request_id)]
+    request = gate2.parse_request(
+        trials,
+        user_id=user_id,
+        proposal_input_checksum=proposal_input_checksum,
+        memory_artifact_sha256=memory_artifact_sha256,
+    )
+    owner = request.user_id
+    ids = request.request_ids()
     if len(set(ids)) != len(ids):
         raise InvalidInputError(
             "trials",
@@ -113,13 +116,10 @@ def evaluate(
     with store.read_snapshot() as current:
         digest = store.pack_digest()
         owner_seq = store.owner_write_seq(owner)
-    report = gate2.evaluate_full_retrieval(
+    report = gate2.evaluate_request(
+        request,
         loaded,
-        parsed,
-        user_id=owner,
         scopes=scopes,
-        proposal_input_checksum=proposal_input_checksum,
-        memory_artifact_sha256=memory_artifact_sha256,
         candidate_multipliers=candidate_multipliers,
         baseline_multipliers=baseline_multipliers,
         config=config,

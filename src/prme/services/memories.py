@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
 import json
-import math
 import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
@@ -28,32 +26,12 @@ from prme.models.enums import (
 )
 from prme.models.memory import MemoryNode, MemoryRecord, StoreReceipt, stated_time
 from prme.models.scope import ScopeInput, normalize_scope
+from prme.models.store_input import StoreFields, StoreInput
 from prme.retrieval.features import ttl_expired
 from prme.retrieval.owner_index import NO_TTL
 from prme.retrieval.query import extract_entities
 from prme.storage.timeutil import to_us
-from prme.validation import require_aware, require_owner, require_text, require_uuid
-
-MAX_CONTENT_BYTES = 1_000_000
-MAX_METADATA_DEPTH = 64
-MAX_TTL_DAYS = 1_000_000
-
-
-def _depth(value: Any, limit: int) -> int:
-    """Nesting depth of JSON-like data, stopping once past ``limit``."""
-    stack = [(value, 1)]
-    deepest = 0
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        if deepest > limit:
-            return deepest
-        if isinstance(item, Mapping):
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend((v, level + 1) for v in item)
-    return deepest
-
+from prme.validation import invalid_input, require_owner, require_uuid
 
 MAX_BATCH = 100_000
 
@@ -97,124 +75,46 @@ def default_source(role: str) -> SourceType:
     return SourceType.USER_STATED
 
 
-def _enum(cls: type[Any], value: Any, field: str) -> Any:
-    try:
-        return cls(value)
-    except ValueError:
-        valid = ", ".join(m.value for m in cls)
-        raise InvalidInputError(field, f"invalid value {value!r} (valid: {valid})", value) from None
-
-
 def build_node(
     content: str,
     *,
     user_id: str,
     now: datetime,
-    scope: Scope | str = Scope.PERSONAL,
-    node_type: NodeType | str = NodeType.NOTE,
-    session_id: str | None = None,
-    role: str = "user",
-    metadata: Mapping[str, Any] | None = None,
-    confidence: float | None = None,
-    epistemic_type: EpistemicType | str | None = None,
-    source_type: SourceType | str | None = None,
-    event_time: datetime | None = None,
-    valid_from: datetime | None = None,
-    valid_to: datetime | None = None,
-    salience: float | None = None,
-    pinned: bool = False,
-    ttl_days: int | None = None,
     event_id: uuid.UUID | None = None,
+    **fields: Any,
 ) -> MemoryNode:
-    """Validate one memory and apply the store-time defaults; raises InvalidInputError."""
+    """Validate one memory (:class:`StoreInput`, owner first) and apply the store-time
+    defaults; raises InvalidInputError. ``fields`` are :data:`STORE_FIELDS` but ``user_id``."""
     owner = require_owner(user_id)
-    if not isinstance(content, str):
-        raise InvalidInputError("content", "must be a string", content)
-    if not content.strip():
-        raise InvalidInputError("content", "must not be blank", content)
-    require_text(content, "content")
-    if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
-        raise InvalidInputError("content", f"exceeds {MAX_CONTENT_BYTES} bytes")
-    scopes = normalize_scope(scope, "scope")
-    if scopes is None or len(scopes) != 1:
-        raise InvalidInputError("scope", "a memory belongs to exactly one scope", scope)
-    ntype = _enum(NodeType, node_type, "node_type")
-    if not isinstance(role, str) or not role.strip():
-        raise InvalidInputError("role", "must be a non-blank string", role)
-    require_text(role, "role")
-    if session_id is not None:
-        if not isinstance(session_id, str):
-            raise InvalidInputError("session_id", "must be a string", session_id)
-        require_text(session_id, "session_id")
-    epistemic = (
-        default_epistemic(role, ntype)
-        if epistemic_type is None
-        else _enum(EpistemicType, epistemic_type, "epistemic_type")
-    )
-    source = (
-        default_source(role)
-        if source_type is None
-        else _enum(SourceType, source_type, "source_type")
-    )
-    if confidence is None:
+    given = StoreInput.parse({"content": content, **fields}, now)
+    ntype = NodeType.NOTE if given.node_type is None else given.node_type
+    role = "user" if given.role is None else given.role
+    epistemic = given.epistemic_type
+    if epistemic is None:
+        epistemic = default_epistemic(role, ntype)
+    source = default_source(role) if given.source_type is None else given.source_type
+    conf = given.confidence
+    if conf is None:
         conf = CONFIDENCE_MATRIX.get((epistemic, source), 0.5)
         if ntype is NodeType.INSTRUCTION:
             conf = max(conf, 0.7)
-    else:
-        if isinstance(confidence, bool) or not isinstance(confidence, int | float):
-            raise InvalidInputError("confidence", "must be a number in [0, 1]", confidence)
-        conf = float(confidence)
-        if not math.isfinite(conf) or not 0.0 <= conf <= 1.0:
-            raise InvalidInputError("confidence", "must be a finite number in [0, 1]", confidence)
-    if salience is None:
-        sal = 0.5
-    else:
-        if isinstance(salience, bool) or not isinstance(salience, int | float):
-            raise InvalidInputError("salience", "must be a number in [0, 1]", salience)
-        sal = float(salience)
-        if not math.isfinite(sal) or not 0.0 <= sal <= 1.0:
-            raise InvalidInputError("salience", "must be a finite number in [0, 1]", salience)
-    meta: dict[str, Any] | None = None
-    if metadata is not None:
-        if not isinstance(metadata, Mapping):
-            raise InvalidInputError("metadata", "must be a JSON object", metadata)
-        if _depth(metadata, MAX_METADATA_DEPTH) > MAX_METADATA_DEPTH:
-            raise InvalidInputError("metadata", f"must nest at most {MAX_METADATA_DEPTH} levels")
-        try:
-            meta = dict(metadata)
-            encoded = canonical_json(meta)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError("metadata", f"must be JSON-serializable ({exc})") from None
-        require_text(encoded, "metadata")
-    event = require_aware(event_time, "event_time")
-    start = require_aware(valid_from, "valid_from") or now
-    end = require_aware(valid_to, "valid_to")
-    if end is not None and end < start:
-        raise InvalidInputError("valid_to", "must not be before valid_from", valid_to)
-    if ttl_days is not None and (
-        isinstance(ttl_days, bool)
-        or not isinstance(ttl_days, int)
-        or not 0 <= ttl_days <= MAX_TTL_DAYS
-    ):
-        raise InvalidInputError(
-            "ttl_days", f"must be an integer from 0 to {MAX_TTL_DAYS}", ttl_days
-        )
+    sal = 0.5 if given.salience is None else given.salience
     decay = DecayProfile.SLOW if ntype is NodeType.INSTRUCTION else DECAY_BY_EPISTEMIC[epistemic]
     try:
         return MemoryNode(
             id=uuid.uuid4(),
             user_id=owner,
-            scope=scopes[0],
+            scope=Scope.PERSONAL if given.scope is None else given.scope,
             node_type=ntype,
-            content=content,
-            metadata=meta,
-            session_id=session_id,
+            content=given.content,
+            metadata=given.metadata,
+            session_id=given.session_id,
             role=role,
             created_at=now,
             updated_at=now,
-            event_time=event,
-            valid_from=start,
-            valid_to=end,
+            event_time=given.event_time,
+            valid_from=given.valid_from or now,
+            valid_to=given.valid_to,
             confidence=conf,
             salience=sal,
             confidence_base=conf,
@@ -223,14 +123,12 @@ def build_node(
             source_type=source,
             decay_profile=decay,
             last_reinforced_at=now,
-            pinned=bool(pinned),
+            pinned=bool(given.pinned),
             evidence_refs=(event_id or uuid.uuid4(),),
-            ttl_days=ttl_days,
+            ttl_days=given.ttl_days,
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "memory"
-        raise InvalidInputError(field, err["msg"]) from None
+        raise invalid_input(exc, "memory", nested=False) from None
 
 
 def _features(
@@ -259,7 +157,7 @@ def normalize_content(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).split()).casefold()
 
 
-STORE_FIELDS = frozenset(inspect.signature(build_node).parameters) - {"content", "now", "event_id"}
+STORE_FIELDS = frozenset(StoreFields.model_fields) - {"content"} | {"user_id"}
 
 
 def _known_fields(fields: Mapping[str, Any], prefix: str = "") -> None:

@@ -40,7 +40,7 @@ from prme.models.scope import ScopeInput, ScopeKey, normalize_scope_key, scope_n
 from prme.services import reports
 from prme.storage.base import OpRecord
 from prme.storage.timeutil import to_us
-from prme.validation import require_owner, require_page_limit, require_uuid
+from prme.validation import invalid_input, require_owner, require_page_limit, require_uuid
 
 PROFILE_OP = "ranking_profile"
 STATE_OP = "ranking_profile_state"
@@ -166,9 +166,7 @@ def parse_report(model: type[ReportT], value: object, field: str) -> ReportT:
         if isinstance(value, Mapping):
             return model.model_validate(dict(value))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise InvalidInputError(f"{field}.{loc}" if loc else field, err["msg"]) from None
+        raise invalid_input(exc, field) from None
     raise InvalidInputError(field, f"must be a {model.__name__} or its JSON", value)
 
 

@@ -32,7 +32,7 @@ from prme.models.relevance import (
 from prme.services.receipts import RECEIPT_OP, get_receipt
 from prme.storage.base import OpRecord
 from prme.storage.timeutil import to_us
-from prme.validation import require_owner, require_page_limit, require_uuid
+from prme.validation import invalid_input, require_owner, require_page_limit, require_uuid
 
 RELEVANCE_OP = "relevance_recorded"
 EVIDENCE_OP = "relevance_evidence"
@@ -68,9 +68,7 @@ def _parse_submission(submission: RelevanceSubmission | Mapping[str, Any]) -> Re
         if isinstance(submission, Mapping):
             return RelevanceSubmission.model_validate(dict(submission))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise InvalidInputError(loc or "submission", err["msg"]) from None
+        raise invalid_input(exc, "submission", nested=False) from None
     raise InvalidInputError(
         "submission", "must be a RelevanceSubmission or a mapping of its fields", submission
     )

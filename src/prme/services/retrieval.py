@@ -53,6 +53,7 @@ from prme.services.receipts import persist_receipt
 from prme.services.resolution import resolve_multipliers
 from prme.storage.timeutil import to_us
 from prme.validation import (
+    invalid_input,
     require_aware,
     require_cap,
     require_finite_nonnegative,
@@ -121,9 +122,7 @@ def _parse_model(cls: type[Any], value: Any, field: str) -> Any:
     try:
         return cls.model_validate(value)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise InvalidInputError(f"{field}.{loc}" if loc else field, err["msg"]) from None
+        raise invalid_input(exc, field) from None
 
 
 def _enum_set(cls: type[Any], values: Collection[Any] | None, field: str) -> frozenset[str] | None:

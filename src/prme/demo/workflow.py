@@ -30,6 +30,8 @@ from pydantic import BaseModel, ConfigDict
 
 from prme.client import MemoryClient
 from prme.config import EmbeddingConfig, PRMEConfig
+from prme.demo.report_html import render_report
+from prme.demo.workload import Workload, generate_workload
 from prme.embed.registry import provider_names
 from prme.errors import InvalidInputError, PRMEError
 from prme.models.holdout import FullRetrievalEvaluation
@@ -37,8 +39,6 @@ from prme.models.learning import LearningEvaluation
 from prme.models.profiles import RankingProfile
 from prme.models.relevance import RelevanceSubmission
 from prme.models.scoring import ADDITIVE_FEATURES, RankingMultipliers, ScoringWeights
-from prme.report_html import render_report
-from prme.workload import Workload, generate_workload
 
 DEMO_USER = "alice"
 FROZEN_DIR = "frozen-holdout-pack"

@@ -1,24 +1,51 @@
-"""What both MCP transport tests share: tool calls, the judged workload and the gate sequence."""
+"""What the MCP tests share: a stdio session, tool calls, the judged workload and the gate sequence."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from mcp import ClientSession
+from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
 from prme.config import EmbeddingConfig
+from prme.demo.workload import Workload
 from prme.engine import utc_now
-from prme.workload import Workload
 
 MISMATCH = "User does not match authenticated identity"
 # A stdio server starts with a minimal environment: pass PYTHONPATH on, so it imports the same
 # prme as the tests (a checkout's src/ put first on the path), not another installed copy.
 SOURCE_ENV = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 HOLDOUT_CLOCK = "2026-09-14T00:00:00Z"
+SERVER_ENV = {"PRME_SCORING__FUSION": "weighted", "PRME_EMBEDDING__PROVIDER": "hash", **SOURCE_ENV}
+
+
+@asynccontextmanager
+async def mcp_session(
+    pack: Path, *args: str, errlog: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """Start ``python -m prme.mcp --path pack --create *args`` (a missing pack is created) and
+    open an initialized session on it."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "prme.mcp", "--path", str(pack), "--create", *args],
+        env={**SERVER_ENV, **(env or {})},
+    )
+    with errlog.open("a") as stderr:
+        async with (
+            stdio_client(params, errlog=stderr) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+# ------------------------------------------------------------------------- schemas
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:

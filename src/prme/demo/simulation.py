@@ -1,6 +1,6 @@
 """Gate reliability by simulation: how often the two learning gates pass without a real signal.
 
-Each run stores a generated workload (:mod:`prme.workload`) in a fresh pack and walks the seed's
+Each run stores a generated workload (:mod:`prme.demo.workload`) in a fresh pack and walks the seed's
 workflow through public :class:`~prme.client.MemoryClient` methods only: weighted retrievals of the
 learning queries, explicit judgments of every returned candidate, gate 1
 (``evaluate_learning``), then paired baseline/candidate retrievals of the holdout queries on the
@@ -34,12 +34,12 @@ from typing import Any
 
 from prme.client import MemoryClient
 from prme.config import EmbeddingConfig, PRMEConfig
+from prme.demo.workload import Workload, generate_confirmation_workload, generate_workload
 from prme.models.enums import Scope
 from prme.models.holdout import FullRetrievalTrial
 from prme.models.learning import DEFAULT_ALGORITHM, Algorithm, LearningConfig
 from prme.models.relevance import RelevanceSubmission
 from prme.models.scoring import RankingMultipliers, ScoringWeights
-from prme.workload import Workload, generate_confirmation_workload, generate_workload
 
 OWNER = "simulated-user"
 SCOPES = (Scope.PROJECT,)
