@@ -1106,12 +1106,14 @@ class AsyncMemoryClient:
 
     async def create_ranking_profile(
         self,
-        proposal: LearningEvaluation | Mapping[str, Any],
-        holdout: FullRetrievalEvaluation | Mapping[str, Any],
+        proposal: LearningEvaluation | Mapping[str, Any] | None = None,
+        holdout: FullRetrievalEvaluation | Mapping[str, Any] | None = None,
         *,
         user_id: str,
         profile_id: object = None,
         baseline_profile_id: object = None,
+        proposal_input_checksum: str | None = None,
+        holdout_input_checksum: str | None = None,
     ) -> RankingProfile:
         """:meth:`MemoryClient.create_ranking_profile`, run in a worker thread."""
         return await asyncio.to_thread(
@@ -1121,6 +1123,8 @@ class AsyncMemoryClient:
             user_id=user_id,
             profile_id=profile_id,
             baseline_profile_id=baseline_profile_id,
+            proposal_input_checksum=proposal_input_checksum,
+            holdout_input_checksum=holdout_input_checksum,
         )
 
     async def activate_ranking_profile(
