@@ -89,6 +89,16 @@ class RetrievalRequest(Frozen):
         default=True, json_schema_extra=_where("execution.inputs.include_cross_scope")
     )
 
+    @classmethod
+    def unchecked(cls, values: Mapping[str, Any]) -> RetrievalRequest:
+        """The parameters exactly as given, not validated here: the engine validates them once
+        (``prme.retrieval.validate``), each bad value an ``InvalidInputError`` naming its field.
+        Raises TypeError for a name that is not a parameter."""
+        unknown = sorted(set(values) - set(cls.model_fields))
+        if unknown:
+            raise TypeError(f"unknown retrieval parameter(s): {', '.join(unknown)}")
+        return cls.model_construct(**values)
+
 
 def _extra(name: str) -> dict[str, Any]:
     extra = RetrievalRequest.model_fields[name].json_schema_extra
