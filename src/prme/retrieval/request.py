@@ -19,10 +19,10 @@ from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, create_model
 
 from prme.models.base import Frozen
-from prme.models.enums import NodeType, RetrievalMode, SourceType
+from prme.models.enums import NodeType, RetrievalMode, Scope, SourceType
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 
@@ -107,8 +107,6 @@ def _extra(name: str) -> dict[str, Any]:
 
 
 PARAMETERS: tuple[str, ...] = tuple(RetrievalRequest.model_fields)
-# The MCP tool's argument names where they differ (a kept, published tool shape).
-MCP_NAMES: dict[str, str] = {"retrieval_mode": "mode"}
 # execution.inputs keys that come from the engine's configuration or the profile resolution,
 # not from a request parameter (recorded so that replays and gate 2 see them).
 CONFIGURED_INPUTS: frozenset[str] = frozenset(
@@ -125,6 +123,72 @@ CONFIGURED_INPUTS: frozenset[str] = frozenset(
 )
 # Parameters every surface accepts (HTTP body, MCP tool); the rest are Python-only.
 SURFACE_PARAMETERS: tuple[str, ...] = tuple(p for p in PARAMETERS if _extra(p)["surface"] == "all")
+
+# ---- The surfaces (HTTP body, MCP tool arguments), generated from the fields above. Their
+# differences from RetrievalRequest are declared here and nowhere else:
+# - python-only parameters (``surface="python"``: ``weights``) are not offered;
+# - each parameter's JSON type, strict (no coercion across types: ``"10"`` is not a limit);
+#   the engine still validates the values;
+# - MCP's argument names where they differ (a kept, published tool shape);
+# - HTTP also accepts the original system's shape: ``mode`` for ``retrieval_mode`` and the
+#   filter fields inside a ``filters`` object (a field given both ways is a 422).
+WIRE_TYPES: dict[str, Any] = {
+    "query": str,
+    "user_id": str | None,  # bound by the credential where one binds the owner
+    "scope": Scope | list[Scope] | None,
+    "time_from": datetime | None,
+    "time_to": datetime | None,
+    "reference_time": datetime | None,
+    "knowledge_at": datetime | None,
+    "event_time_from": datetime | None,
+    "event_time_to": datetime | None,
+    "token_budget": StrictInt | None,
+    "min_score": StrictFloat | None,
+    "limit": StrictInt | None,
+    "max_per_source": StrictInt | None,
+    "max_per_evidence": StrictInt | None,
+    "exclude_node_types": list[NodeType] | None,
+    "source_types": list[SourceType] | None,
+    "ranking_multipliers": RankingMultipliers | None,
+    "retrieval_mode": RetrievalMode,
+    "include_cross_scope": StrictBool,
+}
+MCP_NAMES: dict[str, str] = {"retrieval_mode": "mode"}
+HTTP_ALIASES: dict[str, str] = {"mode": "retrieval_mode"}  # the original shape's top-level names
+HTTP_FILTERS: tuple[str, ...] = (
+    "scope",
+    "time_from",
+    "time_to",
+    "knowledge_at",
+    "event_time_from",
+    "event_time_to",
+    "include_cross_scope",
+    "exclude_node_types",
+    "source_types",
+)
+
+
+def surface_default(name: str) -> Any:
+    """A parameter's default on the surfaces (``user_id`` is optional there: bound or given)."""
+    field = RetrievalRequest.model_fields[name]
+    return None if field.is_required() and name == "user_id" else field.get_default()
+
+
+def surface_fields(names: tuple[str, ...]) -> dict[str, Any]:
+    """``create_model`` field definitions of ``names``: (JSON type, default or required)."""
+    return {
+        name: (
+            WIRE_TYPES[name],
+            ... if RetrievalRequest.model_fields[name].is_required() and name != "user_id"
+            else surface_default(name),
+        )
+        for name in names
+    }
+
+
+def surface_model(name: str, base: type[BaseModel], names: tuple[str, ...], doc: str) -> Any:
+    """A pydantic model over ``base`` with the parameters ``names`` as surface fields."""
+    return create_model(name, __base__=base, __doc__=doc, **surface_fields(names))
 
 
 def receipt_paths(name: str) -> tuple[str, ...]:
