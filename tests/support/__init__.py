@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (plain functions, no fixtures)."""
