@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from prme.canonical import sha256_hex
 from prme.config import RetrievalConfig
 from prme.models.memory import MemoryNode
@@ -34,6 +36,7 @@ from prme.retrieval.features import FusionInputs
 from prme.retrieval.owner_index import SCOPES, OwnerIndex
 from prme.retrieval.packing import Packed
 from prme.retrieval.ranking import Scored
+from prme.retrieval.request import PARAMETERS, input_keys
 from prme.retrieval.selection import Selection
 from prme.retrieval.validate import ValidRequest
 
@@ -72,25 +75,29 @@ def _fusion_trace(fi: FusionInputs, i: int) -> RankFusionTrace:
     )
 
 
+def _recorded(value: Any) -> Any:
+    """A parameter's value as ``execution.inputs`` records it."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, frozenset):
+        return sorted(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
 def _recorded_inputs(o: Outcome, cfg: RetrievalConfig) -> dict[str, Any]:
-    """``execution.inputs``: the request's parameters not recorded at the top level, and the
-    configuration and profile resolution the retrieval ran with."""
-    r = o.request
-
-    def iso(value: datetime | None) -> str | None:
-        return None if value is None else value.isoformat()
-
-    return {
-        "ranking_multipliers": None if o.multipliers is None else o.multipliers.model_dump(mode="json"),
+    """``execution.inputs``: every parameter whose receipt path is there (``RetrievalRequest``
+    says which; the multipliers are the applied ones), then the configuration and the profile
+    resolution the retrieval ran with (``CONFIGURED_INPUTS``)."""
+    applied = {"ranking_multipliers": o.multipliers}
+    inputs = {
+        key: _recorded(applied[name] if name in applied else getattr(o.request, name))
+        for name in PARAMETERS
+        for key in input_keys(name)
+    }
+    return inputs | {
         "ranking_profile": o.resolution.model_dump(mode="json"),
-        "knowledge_at": iso(r.knowledge_at),
-        "event_time_from": iso(r.event_time_from),
-        "event_time_to": iso(r.event_time_to),
-        "include_cross_scope": r.include_cross_scope,
-        "exclude_node_types": None if r.exclude_node_types is None else sorted(r.exclude_node_types),
-        "source_types": None if r.source_types is None else sorted(r.source_types),
-        "max_per_source": r.max_per_source,
-        "max_per_evidence": r.max_per_evidence,
         "epistemic_weights": dict(sorted(cfg.epistemic_weights.items())),
         "unverified_confidence_threshold": cfg.unverified_confidence_threshold,
         "vector_k": cfg.vector_k,

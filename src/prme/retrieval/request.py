@@ -197,6 +197,12 @@ def receipt_paths(name: str) -> tuple[str, ...]:
     return paths
 
 
+def input_keys(name: str) -> tuple[str, ...]:
+    """The ``execution.inputs`` keys recording parameter ``name`` (none, or one)."""
+    prefix = "execution.inputs."
+    return tuple(p.removeprefix(prefix) for p in receipt_paths(name) if p.startswith(prefix))
+
+
 def pairing(name: str) -> Pairing:
     value: Pairing = _extra(name)["pairing"]
     return value
