@@ -93,3 +93,13 @@ def test_unchecked_takes_only_parameters() -> None:
         else {"query": "x", "user_id": "a"}[name]
         for name in PARAMETERS
     }
+
+
+def test_filter_settings_carry_the_request_and_the_clock() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    f = valid(time_from=start, retrieval_mode="explicit").filter_settings(0.4, 123)
+    assert (f.mode, f.time_from, f.time_to, f.clock_us) == ("explicit", start, None, 123)
+    assert f.exclude_node_types == frozenset() and f.source_types is None
+    assert f.unverified_threshold == 0.4
+    g = valid(exclude_node_types=["task"], source_types=[]).filter_settings(0.3, 0)
+    assert g.exclude_node_types == frozenset({"task"}) and g.source_types == frozenset()

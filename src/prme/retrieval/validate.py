@@ -15,6 +15,7 @@ from prme.errors import InvalidInputError
 from prme.models.enums import NodeType, RetrievalMode, Scope, SourceType
 from prme.models.scope import normalize_scope
 from prme.models.scoring import RankingMultipliers, ScoringWeights
+from prme.retrieval.features import FilterSettings
 from prme.retrieval.fusion_methods import fusion_method
 from prme.retrieval.request import RetrievalRequest
 from prme.validation import (
@@ -58,6 +59,21 @@ class ValidRequest:
     multipliers: RankingMultipliers | None  # the explicit ones (the profile's come later)
     mode: RetrievalMode
     include_cross_scope: bool
+
+    def filter_settings(self, unverified_threshold: float, clock_us: int) -> FilterSettings:
+        """The candidate filters of this request at the request's clock (``clock_us``)."""
+        return FilterSettings(
+            mode=self.mode.value,
+            time_from=self.time_from,
+            time_to=self.time_to,
+            knowledge_at=self.knowledge_at,
+            event_time_from=self.event_time_from,
+            event_time_to=self.event_time_to,
+            exclude_node_types=self.exclude_node_types or frozenset(),
+            source_types=self.source_types,
+            unverified_threshold=unverified_threshold,
+            clock_us=clock_us,
+        )
 
 
 def parse_model(cls: type[Any], value: Any, field: str) -> Any:

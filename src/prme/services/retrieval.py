@@ -18,7 +18,6 @@ from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import scope_set_key
 from prme.models.scoring import adjusted_weights
 from prme.retrieval.candidates import candidate_pool, channel_hits, cross_scope_hints
-from prme.retrieval.features import FilterSettings
 from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.packing import pack
 from prme.retrieval.query import analyze_query
@@ -72,22 +71,18 @@ def retrieve(engine: Engine, request: RetrievalRequest) -> RetrievalResponse:
             stored = store.owner_index(owner)  # None: nothing stored yet in this pack
             ix = OwnerIndex(engine.embedder.identity.dimension) if stored is None else stored
             in_scope = ix.scope_mask(scopes)
-            vector_k = cfg.vector_k
-            scan = SCAN_THREAD.submit(ix, query_vector, in_scope, vector_k) if (
+            k = cfg.vector_k  # a large owner's scan runs on the scan thread meanwhile
+            scan = SCAN_THREAD.submit(ix, query_vector, in_scope, k) if (
                 ix.size >= PARALLEL_SCAN_ROWS
             ) else None
             lexical = store.lexical_search(owner, scopes, analysis.terms, cfg.lexical_k)
-        vector = finish(scan, ix, query_vector, in_scope, vector_k)
+        vector = finish(scan, ix, query_vector, in_scope, k)
         hits = channel_hits(
             ix, in_scope, vector, lexical, analysis.entity_names,
             cfg.graph_max_hops, cfg.graph_max_candidates,
         )  # fmt: skip
     with clock("score"):
-        settings = FilterSettings(
-            r.mode.value, r.time_from, r.time_to, r.knowledge_at, r.event_time_from,
-            r.event_time_to, r.exclude_node_types or frozenset(), r.source_types,
-            cfg.unverified_confidence_threshold, to_us(now),
-        )  # fmt: skip
+        settings = r.filter_settings(cfg.unverified_confidence_threshold, to_us(now))
         pool = candidate_pool(ix, hits, settings)
         wanted = r.include_cross_scope and scopes is not None
         hints = cross_scope_hints(ix, hits.cosines, in_scope, settings) if wanted else ()
