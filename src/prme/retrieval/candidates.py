@@ -6,7 +6,7 @@ scan) and passes their results in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,19 +60,22 @@ class ChannelHits:
 def channel_hits(
     ix: OwnerIndex,
     in_scope: BoolArray,
-    vector: Scan,
+    vector: Scan | Callable[[], Scan],
     lexical: Sequence[tuple[int, float]],
     entity_names: Sequence[str],
     graph_max_hops: int,
     graph_max_candidates: int,
 ) -> ChannelHits:
     """The four channels' hits: the vector scan, the lexical search's (rowid, score) pairs,
-    the graph walk from the query's entity names and the pinned memories, all in scope."""
+    the graph walk from the query's entity names and the pinned memories, all in scope.
+
+    ``vector`` may be a function giving the scan: it is called last, so that a scan running
+    on the scan thread overlaps the other channels' work here."""
     lex_pos, lex_found = ix.positions_of([r for r, _ in lexical])
     lex_raw = np.array([s for _, s in lexical], dtype=np.float64)[lex_found]
     graph = ix.graph_search(entity_names, in_scope, graph_max_hops, graph_max_candidates)
     pinned = np.flatnonzero(ix.pinned_mask() & in_scope)[:PINNED_LIMIT]
-    cosines, vec_pos, vec_cos = vector
+    cosines, vec_pos, vec_cos = vector() if callable(vector) else vector
     return ChannelHits(cosines, vec_pos, vec_cos, lex_pos, lex_raw, graph, pinned)
 
 

@@ -76,10 +76,9 @@ def retrieve(engine: Engine, request: RetrievalRequest) -> RetrievalResponse:
                 ix.size >= PARALLEL_SCAN_ROWS
             ) else None
             lexical = store.lexical_search(owner, scopes, analysis.terms, cfg.lexical_k)
-        vector = finish(scan, ix, query_vector, in_scope, k)
         hits = channel_hits(
-            ix, in_scope, vector, lexical, analysis.entity_names,
-            cfg.graph_max_hops, cfg.graph_max_candidates,
+            ix, in_scope, lambda: finish(scan, ix, query_vector, in_scope, k), lexical,
+            analysis.entity_names, cfg.graph_max_hops, cfg.graph_max_candidates,
         )  # fmt: skip
     with clock("score"):
         settings = r.filter_settings(cfg.unverified_confidence_threshold, to_us(now))
