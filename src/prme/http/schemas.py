@@ -80,9 +80,9 @@ if TYPE_CHECKING:
     _RetrievalFilterFields = _Closed
     _RetrieveFields = Body
 else:
-    _RetrievalFilterFields = surface_model("RetrievalFilters", _Closed, HTTP_FILTERS, None)
-    _RetrieveFields = surface_model(
-        "RetrieveRequest", Body, tuple(p for p in SURFACE_PARAMETERS if p != "user_id"), None
+    _RetrievalFilterFields = surface_model("RetrievalFilters", _Closed, HTTP_FILTERS)
+    _RetrieveFields = surface_model(  # user_id comes with every Body
+        "RetrieveRequest", Body, tuple(p for p in SURFACE_PARAMETERS if p != "user_id")
     )
 
 

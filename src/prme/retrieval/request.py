@@ -1,7 +1,10 @@
 """The one definition of the retrieval parameters.
 
 ``RetrievalRequest`` lists every parameter of a retrieval, its type and default, and where the
-receipt records it. ``MemoryClient.retrieve``'s keywords, the HTTP body
+receipt records it; ``RetrievalRequest.unchecked`` carries a call's values to the engine, which
+validates them once (``prme.retrieval.validate``). The HTTP body and the MCP tool's arguments are
+generated from its fields (``surface_model``, ``WIRE_TYPES``; how the surfaces differ is
+declared once, below the class). ``MemoryClient.retrieve``'s keywords, the HTTP body
 (``prme.http.schemas.RetrieveRequest``), the MCP tool ``memory_retrieve``, the receipt's
 recorded inputs and gate 2's paired-field check are all checked against it
 (``tests/test_retrieval_request.py``); gate 2's paired receipt fields are derived from it.
@@ -153,8 +156,10 @@ WIRE_TYPES: dict[str, Any] = {
     "retrieval_mode": RetrievalMode,
     "include_cross_scope": StrictBool,
 }
+# The original system's spelling of a parameter: the MCP tool publishes it, and HTTP accepts it
+# beside the flat name (HTTP_ALIASES: spelling → parameter).
 MCP_NAMES: dict[str, str] = {"retrieval_mode": "mode"}
-HTTP_ALIASES: dict[str, str] = {"mode": "retrieval_mode"}  # the original shape's top-level names
+HTTP_ALIASES: dict[str, str] = {spelled: name for name, spelled in MCP_NAMES.items()}
 HTTP_FILTERS: tuple[str, ...] = (
     "scope",
     "time_from",
@@ -175,18 +180,17 @@ def surface_default(name: str) -> Any:
 
 
 def surface_fields(names: tuple[str, ...]) -> dict[str, Any]:
-    """``create_model`` field definitions of ``names``: (JSON type, default or required)."""
+    """``create_model`` field definitions of ``names``: (JSON type, default; ``...`` for the
+    required query)."""
     return {
-        name: (
-            WIRE_TYPES[name],
-            ... if RetrievalRequest.model_fields[name].is_required() and name != "user_id"
-            else surface_default(name),
-        )
+        name: (WIRE_TYPES[name], ... if name == "query" else surface_default(name))
         for name in names
     }
 
 
-def surface_model(name: str, base: type[BaseModel], names: tuple[str, ...], doc: str) -> Any:
+def surface_model(
+    name: str, base: type[BaseModel], names: tuple[str, ...], doc: str | None = None
+) -> Any:
     """A pydantic model over ``base`` with the parameters ``names`` as surface fields."""
     return create_model(name, __base__=base, __doc__=doc, **surface_fields(names))
 
@@ -224,9 +228,5 @@ def _paired_top_level() -> tuple[str, ...]:
 # are compared key by key; the ``arm`` parameters there are ARM_INPUTS).
 PAIRED_RECEIPT_FIELDS: tuple[str, ...] = _paired_top_level()
 ARM_INPUT_KEYS: frozenset[str] = frozenset(
-    path.removeprefix("execution.inputs.")
-    for name in PARAMETERS
-    if pairing(name) == "arm"
-    for path in receipt_paths(name)
-    if path.startswith("execution.inputs.")
+    key for name in PARAMETERS if pairing(name) == "arm" for key in input_keys(name)
 )
