@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, get_type_hints
 
 from prme import MemoryClient, RetrievalReceipt
-from prme.http.schemas import RetrieveRequest
+from prme.http.schemas import RetrievalFilters, RetrieveRequest
 from prme.learning import gate2
 from prme.mcp.server import MemoryTools
+from prme.models.enums import RetrievalMode
 from prme.retrieval.request import (
     CONFIGURED_INPUTS,
+    HTTP_FILTERS,
     MCP_NAMES,
     PAIRED_RECEIPT_FIELDS,
     PARAMETERS,
     SURFACE_PARAMETERS,
+    WIRE_TYPES,
     RetrievalRequest,
     pairing,
     receipt_paths,
+    surface_default,
 )
 
 
@@ -82,3 +86,41 @@ def test_gate2_pairs_exactly_the_parameters() -> None:
     }  # fmt: skip
     assert {"ranking_multipliers", "ranking_profile"} == gate2.ARM_INPUTS
     assert {p for p in PARAMETERS if pairing(p) == "checked"} == {"query", "user_id", "scope"}
+
+
+def test_client_keywords_have_the_parameters_types() -> None:
+    # MemoryClient.retrieve keeps explicit typed keywords (editors need them): the same types
+    hints = get_type_hints(MemoryClient.retrieve)
+    for name, field in RetrievalRequest.model_fields.items():
+        assert hints[name] == field.annotation, name
+
+
+def test_surfaces_are_generated_with_the_declared_json_types() -> None:
+    assert set(WIRE_TYPES) == set(SURFACE_PARAMETERS)
+    http = RetrieveRequest.model_fields
+    for name in SURFACE_PARAMETERS:
+        assert http[name].rebuild_annotation() == WIRE_TYPES[name], name
+        assert http[name].is_required() == (name == "query"), name
+        if name != "query":
+            assert http[name].default == surface_default(name), name
+    assert http["mode"].annotation == RetrievalMode | None  # the original shape's spelling
+    filters = RetrievalFilters.model_fields
+    assert list(filters) == list(HTTP_FILTERS)
+    assert all(filters[n].rebuild_annotation() == WIRE_TYPES[n] for n in HTTP_FILTERS)
+    mcp = inspect.signature(MemoryTools.memory_retrieve).parameters
+    for name in SURFACE_PARAMETERS:
+        argument = mcp[MCP_NAMES.get(name, name)]
+        if name != "user_id":  # described as "the owner" and bound by the server
+            assert argument.annotation == WIRE_TYPES[name], name
+        expected = inspect.Parameter.empty if name == "query" else surface_default(name)
+        assert argument.default == expected, name
+
+
+def test_http_original_shape_maps_onto_the_parameters() -> None:
+    body = RetrieveRequest.model_validate(
+        {"query": "x", "mode": "explicit", "filters": {"scope": "project", "time_to": None}}
+    )
+    assert body.fields() == {
+        "query": "x", "retrieval_mode": RetrievalMode.EXPLICIT, "scope": "project", "time_to": None,
+    }  # fmt: skip
+    assert set(body.fields()) <= set(SURFACE_PARAMETERS)

@@ -34,6 +34,7 @@ from prme.models.retention import ReceiptPruneSummary
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
+from prme.retrieval.request import PARAMETERS, RetrievalRequest
 from prme.services import holdout as gate2_service
 from prme.services import integrity as integrity_service
 from prme.services import learning as gate1_service
@@ -322,30 +323,13 @@ class MemoryClient:
         retrieval_mode: RetrievalMode | str = RetrievalMode.DEFAULT,
         include_cross_scope: bool = True,
     ) -> RetrievalResponse:
-        """Hybrid retrieval with a saved receipt (``metadata.receipt_persisted`` says if it was)."""
-        return retrieval.retrieve(
-            self.engine,
-            query,
-            user_id=user_id,
-            scope=scope,
-            time_from=time_from,
-            time_to=time_to,
-            reference_time=reference_time,
-            knowledge_at=knowledge_at,
-            event_time_from=event_time_from,
-            event_time_to=event_time_to,
-            token_budget=token_budget,
-            min_score=min_score,
-            limit=limit,
-            max_per_source=max_per_source,
-            max_per_evidence=max_per_evidence,
-            exclude_node_types=exclude_node_types,
-            source_types=source_types,
-            weights=weights,
-            ranking_multipliers=ranking_multipliers,
-            retrieval_mode=retrieval_mode,
-            include_cross_scope=include_cross_scope,
-        )
+        """Hybrid retrieval with a saved receipt (``metadata.receipt_persisted`` says if it was).
+
+        The keywords are :class:`~prme.retrieval.request.RetrievalRequest`'s fields (a test
+        checks names and defaults)."""
+        given = locals()
+        request = RetrievalRequest.unchecked({name: given[name] for name in PARAMETERS})
+        return retrieval.retrieve(self.engine, request)
 
     def get_retrieval_receipt(self, request_id: object, *, user_id: str) -> RetrievalReceipt | None:
         """The owner's receipt for ``request_id``, or None (missing and foreign look the same)."""

@@ -60,7 +60,7 @@ def store(body: StoreRequest, identity: Auth, client: Client) -> JSONResponse:
 def retrieve(body: RetrieveRequest, identity: Auth, client: Client) -> JSONResponse:
     """Hybrid retrieval; the response's ``metadata.request_id`` names the saved receipt."""
     owner = identity.owner(body.user_id)
-    return render(client.retrieve(body.query, user_id=owner, **body.fields("query")))
+    return render(client.retrieve(user_id=owner, **body.fields()))
 
 
 @router.get("/retrievals/{request_id}", response_model=RetrievalReceipt, tags=["retrieval"])

@@ -6,8 +6,7 @@ Each body mirrors the keyword arguments of one ``MemoryClient`` method plus an o
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from uuid import UUID
 
 from pydantic import (
@@ -16,13 +15,12 @@ from pydantic import (
     Field,
     SkipValidation,
     StrictBool,
-    StrictFloat,
     StrictInt,
     model_validator,
 )
 
 from prme.models.base import Sha256Hex
-from prme.models.enums import NodeType, RetrievalMode, Scope, SourceType
+from prme.models.enums import RetrievalMode, Scope
 from prme.models.holdout import (
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
@@ -32,6 +30,7 @@ from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.relevance import RelevanceSubmission, RelevanceSurface
 from prme.models.scoring import RankingMultipliers
 from prme.models.store_input import StoreFields
+from prme.retrieval.request import HTTP_ALIASES, HTTP_FILTERS, SURFACE_PARAMETERS, surface_model
 
 
 class Body(BaseModel):
@@ -59,23 +58,26 @@ class StoreRequest(StoreFields, Body):
     )
 
 
-class RetrievalFilters(BaseModel):
-    """The original API's ``filters`` object: the same fields as at the top level of the body."""
-
+class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    scope: Scope | list[Scope] | None = None
-    time_from: datetime | None = None
-    time_to: datetime | None = None
-    knowledge_at: datetime | None = None
-    event_time_from: datetime | None = None
-    event_time_to: datetime | None = None
-    include_cross_scope: StrictBool = True
-    exclude_node_types: list[NodeType] | None = None
-    source_types: list[SourceType] | None = None
+
+# Generated from RetrievalRequest (prme.retrieval.request declares how the surfaces differ).
+if TYPE_CHECKING:
+    _RetrievalFilterFields = _Closed
+    _RetrieveFields = Body
+else:
+    _RetrievalFilterFields = surface_model("RetrievalFilters", _Closed, HTTP_FILTERS)
+    _RetrieveFields = surface_model(  # user_id comes with every Body
+        "RetrieveRequest", Body, tuple(p for p in SURFACE_PARAMETERS if p != "user_id")
+    )
 
 
-class RetrieveRequest(Body):
+class RetrievalFilters(_RetrievalFilterFields):
+    """The original API's ``filters`` object: the same fields as at the top level of the body."""
+
+
+class RetrieveRequest(_RetrieveFields):
     """``POST /v1/retrieve`` → ``MemoryClient.retrieve`` (no ``weights``: base scoring is the
     server's configuration).
 
@@ -83,24 +85,6 @@ class RetrieveRequest(Body):
     fields inside ``filters``; a field given both ways is a 422.
     """
 
-    query: str
-    scope: Scope | list[Scope] | None = None
-    time_from: datetime | None = None
-    time_to: datetime | None = None
-    reference_time: datetime | None = None
-    knowledge_at: datetime | None = None
-    event_time_from: datetime | None = None
-    event_time_to: datetime | None = None
-    token_budget: StrictInt | None = None
-    min_score: StrictFloat | None = None
-    limit: StrictInt | None = None
-    max_per_source: StrictInt | None = None
-    max_per_evidence: StrictInt | None = None
-    exclude_node_types: list[NodeType] | None = None
-    source_types: list[SourceType] | None = None
-    ranking_multipliers: RankingMultipliers | None = None
-    retrieval_mode: RetrievalMode = RetrievalMode.DEFAULT
-    include_cross_scope: StrictBool = True
     mode: RetrievalMode | None = None
     filters: RetrievalFilters | None = None
 
@@ -108,7 +92,7 @@ class RetrieveRequest(Body):
     def _one_spelling(self) -> RetrieveRequest:
         nested = self.filters.model_fields_set if self.filters is not None else set()
         if self.mode is not None:
-            nested = nested | {"retrieval_mode"}
+            nested = nested | {HTTP_ALIASES["mode"]}
         twice = sorted(nested & self.model_fields_set)
         if twice:
             raise ValueError(f"given at the top level and in filters/mode: {', '.join(twice)}")
@@ -116,11 +100,12 @@ class RetrieveRequest(Body):
 
     def fields(self, *exclude: str) -> dict[str, Any]:
         """The flat keyword arguments of ``MemoryClient.retrieve``, whichever shape was sent."""
-        flat = super().fields("filters", "mode", *exclude)
+        flat = super().fields("filters", *HTTP_ALIASES, *exclude)
         if self.filters is not None:
             flat |= {name: getattr(self.filters, name) for name in self.filters.model_fields_set}
-        if self.mode is not None:
-            flat["retrieval_mode"] = self.mode
+        for alias, name in HTTP_ALIASES.items():
+            if getattr(self, alias) is not None:
+                flat[name] = getattr(self, alias)
         return flat
 
 

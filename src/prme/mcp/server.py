@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import ipaddress
 import socket
 import sys
@@ -62,7 +63,7 @@ from prme.errors import (
 )
 from prme.mcp.schemas import input_schema, output_schema, structured
 from prme.models.base import Sha256Hex
-from prme.models.enums import EpistemicType, NodeType, RetrievalMode, Scope, SourceType
+from prme.models.enums import EpistemicType, NodeType, Scope, SourceType
 from prme.models.holdout import (
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
@@ -74,6 +75,7 @@ from prme.models.profiles import RankingProfile, RankingProfileState, RankingPro
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RecordedRelevance, RelevanceRecord
 from prme.models.scoring import RankingMultipliers
+from prme.retrieval.request import MCP_NAMES, SURFACE_PARAMETERS, WIRE_TYPES, surface_default
 
 Transport = Literal["stdio", "http"]
 ReportT = TypeVar("ReportT", LearningEvaluation, FullRetrievalEvaluation)
@@ -310,48 +312,14 @@ class MemoryTools:
         self,
         query: str,
         user_id: UserId = None,
-        scope: Scope | list[Scope] | None = None,
-        reference_time: datetime | None = None,
-        time_from: datetime | None = None,
-        time_to: datetime | None = None,
-        knowledge_at: datetime | None = None,
-        event_time_from: datetime | None = None,
-        event_time_to: datetime | None = None,
-        token_budget: OptionalInt = None,
-        min_score: float | None = None,
-        limit: OptionalInt = None,
-        max_per_source: OptionalInt = None,
-        max_per_evidence: OptionalInt = None,
-        exclude_node_types: list[NodeType] | None = None,
-        source_types: list[SourceType] | None = None,
-        ranking_multipliers: RankingMultipliers | None = None,
-        mode: RetrievalMode = RetrievalMode.DEFAULT,
-        include_cross_scope: StrictBool = True,
         details: StrictBool = False,
+        **parameters: Any,
     ) -> Retrieved:
         """Retrieve the owner's memories ranked for a query with the active ranking profile; appends a retrieval receipt and changes no memory."""
+        # The published arguments are RetrievalRequest's (see _retrieve_signature).
         with _tool_errors():
-            response = self.client.retrieve(
-                query,
-                user_id=self.owner(user_id),
-                scope=scope,
-                reference_time=reference_time,
-                time_from=time_from,
-                time_to=time_to,
-                knowledge_at=knowledge_at,
-                event_time_from=event_time_from,
-                event_time_to=event_time_to,
-                token_budget=token_budget,
-                min_score=min_score,
-                limit=limit,
-                max_per_source=max_per_source,
-                max_per_evidence=max_per_evidence,
-                exclude_node_types=exclude_node_types,
-                source_types=source_types,
-                ranking_multipliers=ranking_multipliers,
-                retrieval_mode=mode,
-                include_cross_scope=include_cross_scope,
-            )
+            given = {RETRIEVE_PARAMETERS.get(name, name): v for name, v in parameters.items()}
+            response = self.client.retrieve(query, user_id=self.owner(user_id), **given)
         return Retrieved(
             request_id=response.metadata.request_id,
             receipt_persisted=response.metadata.receipt_persisted,
@@ -607,6 +575,39 @@ class MemoryTools:
                 )
             )
 
+
+# memory_retrieve's argument name → the retrieval parameter it sets.
+RETRIEVE_PARAMETERS: dict[str, str] = {mcp: name for name, mcp in MCP_NAMES.items()}
+
+
+def _retrieve_signature() -> inspect.Signature:
+    """memory_retrieve's published signature: the query, the owner, every surface parameter of
+    RetrievalRequest (MCP's names and JSON types, prme.retrieval.request) and ``details``."""
+    keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    own = inspect.signature(MemoryTools.memory_retrieve).parameters
+    generated = [
+        inspect.Parameter(
+            MCP_NAMES.get(name, name),
+            keyword,
+            default=surface_default(name),
+            annotation=WIRE_TYPES[name],
+        )
+        for name in SURFACE_PARAMETERS
+        if name not in ("query", "user_id")
+    ]
+    return inspect.Signature(
+        [
+            own["self"],
+            inspect.Parameter("query", keyword, annotation=str),
+            inspect.Parameter("user_id", keyword, default=None, annotation=UserId),
+            *generated,
+            inspect.Parameter("details", keyword, default=False, annotation=StrictBool),
+        ],
+        return_annotation=Retrieved,
+    )
+
+
+setattr(MemoryTools.memory_retrieve, "__signature__", _retrieve_signature())  # noqa: B010
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 _ANNOTATIONS: dict[str, ToolAnnotations] = {

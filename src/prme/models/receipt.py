@@ -16,18 +16,15 @@ from functools import cached_property
 from typing import Any, Final, Literal
 from uuid import UUID
 
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import Field
 
 from prme.canonical import checksum, sha256_hex
 from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex, UTCDateTime
 from prme.models.enums import NodeType, RetrievalMode, Scope
 from prme.models.scoring import RankingMultipliers, ScoringWeights, adjusted_weights
 from prme.models.trace import RankFusionTrace, ScoreTrace
-from prme.retrieval.fusion_methods import fusion_method
-from prme.retrieval.scoring import ranking_key
 
 RECEIPT_SCHEMA_VERSION: Final = 2
-REPLAY_CONTEXT = "prme.receipt.replay"
 
 
 class PackIdentity(Frozen):
@@ -73,7 +70,12 @@ class ReceiptCandidate(Frozen):
 
 
 class RetrievalReceipt(Frozen):
-    """A frozen, replayable record of one retrieval."""
+    """A frozen, replayable record of one retrieval.
+
+    Plain data: constructing or parsing one checks its shape, not its replay. Whether its
+    scores and order replay exactly is :func:`prme.retrieval.replay.verify_receipt`, called
+    where stored receipts are read and verified.
+    """
 
     schema_version: Literal[1, 2] = RECEIPT_SCHEMA_VERSION
     request_id: UUID
@@ -104,13 +106,9 @@ class RetrievalReceipt(Frozen):
         return checksum(self)
 
     @classmethod
-    def from_canonical_json(cls, payload: str, *, replay: bool = True) -> RetrievalReceipt:
-        """Parse stored canonical bytes; the checksum is the SHA-256 of exactly those bytes.
-
-        ``replay=False`` skips the per-receipt replay check, for bulk readers that replay the
-        whole snapshot themselves (gate 1 does, vectorized).
-        """
-        receipt = cls.model_validate_json(payload, context={REPLAY_CONTEXT: replay})
+    def from_canonical_json(cls, payload: str) -> RetrievalReceipt:
+        """Parse stored canonical bytes; the checksum is the SHA-256 of exactly those bytes."""
+        receipt = cls.model_validate_json(payload)
         receipt.__dict__["checksum"] = sha256_hex(payload)  # the cached_property's slot
         return receipt
 
@@ -123,44 +121,15 @@ class RetrievalReceipt(Frozen):
         return adjusted_weights(self.weights, self.ranking_multipliers)
 
     def replay_scores(self, multipliers: RankingMultipliers | None = None) -> list[float]:
-        """Each candidate's score from its trace alone; ``multipliers`` overrides the recorded ones."""
-        method = fusion_method(self.scoring)
-        chosen = self.ranking_multipliers if multipliers is None else multipliers
-        weights = adjusted_weights(self.weights, chosen) if method.adjusts_weights else self.weights
-        return method.replay(self.candidates, self.scoring, weights)
+        """Each candidate's score from its trace alone; ``multipliers`` overrides the recorded
+        ones (:func:`prme.retrieval.replay.replay_scores`)."""
+        from prme.retrieval.replay import replay_scores
+
+        return replay_scores(self, multipliers)
 
     def replay_ranking(self) -> list[UUID]:
-        """The stored candidates re-sorted by replayed score under the recorded ranking policy."""
-        scores = self.replay_scores()
-        order = sorted(
-            range(len(self.candidates)),
-            key=lambda i: ranking_key(
-                scores[i], self.candidates[i].trace.path_score, self.candidates[i].node_id
-            ),
-        )
-        return [self.candidates[i].node_id for i in order]
+        """The stored candidates re-sorted by replayed score under the recorded ranking policy
+        (:func:`prme.retrieval.replay.replay_ranking`)."""
+        from prme.retrieval.replay import replay_ranking
 
-    @model_validator(mode="after")
-    def _replays_exactly(self, info: ValidationInfo) -> RetrievalReceipt:
-        if isinstance(info.context, dict) and info.context.get(REPLAY_CONTEXT) is False:
-            return self
-        ids = [c.node_id for c in self.candidates]
-        if len(set(ids)) != len(ids):
-            raise ValueError("receipt candidate ids must be unique")
-        if (
-            not fusion_method(self.scoring).adjusts_weights
-            and self.ranking_multipliers is not None
-            and not self.ranking_multipliers.is_neutral
-        ):
-            raise ValueError("rank-fusion receipts cannot carry non-neutral multipliers")
-        if self.weights.fusion != self.scoring.fusion:
-            raise ValueError("receipt weights and base scoring use different formulas")
-        for candidate, replayed in zip(self.candidates, self.replay_scores(), strict=True):
-            if candidate.score != replayed:
-                raise ValueError(f"receipt score replay mismatch for candidate {candidate.node_id}")
-            # Schema 1 has no post-score adjustments: the trace's base score is the score.
-            if candidate.trace.composite_score != candidate.score:
-                raise ValueError("receipt base score does not match its trace")
-        if self.replay_ranking() != ids:
-            raise ValueError("receipt ranking replay does not reproduce the stored order")
-        return self
+        return replay_ranking(self)

@@ -24,6 +24,7 @@ from prme.models.learning import LearningEvaluation
 from prme.models.receipt import RetrievalReceipt
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers
+from prme.retrieval.request import RetrievalRequest
 from prme.services import reports, retrieval
 from prme.services.learning import LEARNING_REPORT_OP
 from prme.services.receipts import get_receipt
@@ -227,16 +228,18 @@ def run_holdout(
     for index, (group_id, query, relevant) in enumerate(items):
         arms = []
         for multipliers in (explicit_baseline, proposal.multipliers):
-            response = retrieval.retrieve(
-                engine,
-                query,
-                user_id=owner,
-                scope=scopes,
-                reference_time=clock,
-                limit=limit,
-                ranking_multipliers=multipliers,
-                **retrieve_kwargs,
+            request = RetrievalRequest.unchecked(
+                {
+                    **retrieve_kwargs,
+                    "query": query,
+                    "user_id": owner,
+                    "scope": scopes,
+                    "reference_time": clock,
+                    "limit": limit,
+                    "ranking_multipliers": multipliers,
+                }
             )
+            response = retrieval.retrieve(engine, request)
             if not response.metadata.receipt_persisted:
                 raise IntegrityError(f"holdout query {index} lost its retrieval receipt")
             arms.append(response.metadata.request_id)

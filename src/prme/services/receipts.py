@@ -8,6 +8,7 @@ from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError
 from prme.models.receipt import RetrievalReceipt
+from prme.retrieval.replay import ReceiptReplayError, verify_receipt
 from prme.storage.timeutil import to_us
 from prme.validation import require_owner, require_uuid
 
@@ -29,15 +30,18 @@ def persist_receipt(engine: Engine, receipt: RetrievalReceipt) -> None:
 def parse_receipt(
     payload: str, user_id: str, request_id: str, *, verify_canonical: bool = False
 ) -> RetrievalReceipt:
-    """Parse a stored receipt (its replay validator runs) and check owner and id.
+    """Parse a stored receipt and check owner and id.
 
-    The operations log already verified SHA-256(payload); ``verify_canonical`` also re-encodes
-    the parsed receipt and compares bytes (the integrity check does; the hot path need not).
+    The operations log already verified SHA-256(payload); ``verify_canonical`` also verifies
+    the receipt (its scores and order replay exactly: ``verify_receipt``) and re-encodes it to
+    compare bytes (the integrity check does; the hot path need not, and the bulk readers
+    replay the snapshot themselves).
     """
-    # The bulk (non-canonical-checking) readers replay the snapshot themselves.
     try:
-        receipt = RetrievalReceipt.from_canonical_json(payload, replay=verify_canonical)
-    except ValidationError as exc:
+        receipt = RetrievalReceipt.from_canonical_json(payload)
+        if verify_canonical:
+            verify_receipt(receipt)
+    except (ValidationError, ReceiptReplayError) as exc:
         raise IntegrityError(f"stored retrieval receipt {request_id} is invalid: {exc}") from None
     if receipt.user_id != user_id or str(receipt.request_id) != request_id:
         raise IntegrityError("Retrieval receipt identity or checksum mismatch")

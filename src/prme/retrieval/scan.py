@@ -1,0 +1,81 @@
+"""The exact vector scan of an owner index, inline or on the process's scan thread.
+
+A large owner's scan (numpy on a fixed index snapshot, no store access) can run in one worker
+thread while the caller does the lexical query; both release the GIL. The arithmetic is the
+same in either thread, so the retrieval is the same.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+
+from prme.retrieval.owner_index import OwnerIndex
+
+# (every position's cosine, the top positions, their cosines)
+Scan = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.float32]]
+
+
+def scan(
+    ix: OwnerIndex, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+) -> Scan:
+    """Every position's cosine, and the top ``k`` masked positions with their cosines."""
+    cosines = ix.cosines(query)
+    return (cosines, *ix.top_k(cosines, mask, k))
+
+
+class ScanThread:
+    """One worker thread for vector scans, started on first use (and again in a forked child,
+    which does not inherit its parent's thread). At most one scan runs on it at a time: a
+    retrieval that finds it busy scans inline instead of queueing."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+        self._slot = threading.Semaphore(1)
+
+    def submit(
+        self, ix: OwnerIndex, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+    ) -> Future[Scan] | None:
+        """The scan started on the thread, or None when the thread is busy (or shutting down)."""
+        if not self._slot.acquire(blocking=False):
+            return None
+        try:
+            with self._lock:
+                if self._executor is None or self._pid != os.getpid():
+                    self._executor = ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="prme-scan"
+                    )
+                    self._pid = os.getpid()
+                executor = self._executor
+            future = executor.submit(scan, ix, query, mask, k)
+        except RuntimeError:  # the interpreter is shutting down: scan inline
+            self._slot.release()
+            return None
+        except BaseException:
+            self._slot.release()
+            raise
+        future.add_done_callback(lambda _: self._slot.release())
+        return future
+
+
+def finish(
+    started: Future[Scan] | None,
+    ix: OwnerIndex,
+    query: npt.NDArray[np.float32],
+    mask: npt.NDArray[np.bool_],
+    k: int,
+) -> Scan:
+    """The started scan's result; a scan the busy worker has not begun is taken back and done
+    here (as is one never started)."""
+    if started is None or started.cancel():
+        return scan(ix, query, mask, k)
+    return started.result()
+
+
+SCAN_THREAD = ScanThread()

@@ -1,0 +1,91 @@
+"""Owner indexes built in memory, without a pack: the pure retrieval stages' inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from prme.retrieval.owner_index import (
+    CONDITIONS,
+    DECAYS,
+    EPISTEMIC,
+    LIFECYCLES,
+    NO_TIME,
+    NO_TTL,
+    NODE_TYPES,
+    SCOPES,
+    SOURCES,
+    OwnerIndex,
+)
+from prme.storage.timeutil import to_us
+
+STAGE_NOW = datetime(2026, 9, 1, tzinfo=UTC)
+DIMENSION = 4
+
+
+def memory(**overrides: Any) -> dict[str, Any]:
+    """One memory as readable values; ``vector`` (4 floats), ``entities`` and ``evidence`` too."""
+    now = to_us(STAGE_NOW)
+    base: dict[str, Any] = {
+        "scope": "personal",
+        "node_type": "note",
+        "epistemic": "asserted",
+        "source": "user_stated",
+        "lifecycle": "tentative",
+        "decay": "medium",
+        "condition": None,
+        "created_at": now,
+        "updated_at": now,
+        "event_time": None,
+        "valid_from": now,
+        "valid_to": None,
+        "last_reinforced_at": now,
+        "confidence": 0.8,
+        "salience": 0.5,
+        "confidence_base": 0.8,
+        "salience_base": 0.5,
+        "reinforcement_boost": 0.0,
+        "pinned": False,
+        "ttl_days": None,
+        "doc_len": 5,
+        "vector": (0.0, 0.0, 0.0, 0.0),
+        "entities": (),
+        "evidence": None,
+        "content_sha256": "0" * 64,
+    }
+    base.update(overrides)
+    return base
+
+
+def build_index(rows: Sequence[dict[str, Any]]) -> OwnerIndex:
+    """An OwnerIndex of ``rows`` encoded as the store encodes them: rowid i+1 at position i,
+    id ``00000000-0000-0000-0000-00000000000<i+1>``."""
+    tables = {
+        "scope": SCOPES,
+        "node_type": NODE_TYPES,
+        "epistemic": EPISTEMIC,
+        "source": SOURCES,
+        "lifecycle": LIFECYCLES,
+        "decay": DECAYS,
+    }
+    encoded = []
+    entities: dict[int, list[str]] = {}
+    for i, r in enumerate(rows, start=1):
+        e = {k: v for k, v in r.items() if k not in ("vector", "entities", "evidence")}
+        for name, values in tables.items():
+            e[name] = values.index(r[name])
+        e["condition"] = CONDITIONS.index(r["condition"] or "unknown")
+        for name in ("event_time", "valid_to"):
+            e[name] = NO_TIME if r[name] is None else r[name]
+        e["ttl_days"] = NO_TTL if r["ttl_days"] is None else r["ttl_days"]
+        evidence = r["evidence"] if r["evidence"] is not None else f"[{i}]"
+        e.update(rowid=i, id=f"00000000-0000-0000-0000-{i:012d}", evidence_refs=evidence)
+        encoded.append(e)
+        entities[i] = list(r["entities"])
+    ix = OwnerIndex(DIMENSION)
+    vectors = np.array([r["vector"] for r in rows], dtype=np.float32).reshape(-1, DIMENSION)
+    ix.append(encoded, vectors, entities)
+    return ix
