@@ -45,7 +45,7 @@ from prme.retrieval.features import (
     weighted_features,
 )
 from prme.retrieval.fusion_methods import FusionContext, fusion_method
-from prme.retrieval.owner_index import SCOPES, OwnerIndex
+from prme.retrieval.owner_index import SCOPES, OwnerIndex, VectorScores
 from prme.retrieval.packing import pack
 from prme.retrieval.query import analyze_query
 from prme.retrieval.scoring import FloatArray
@@ -78,15 +78,16 @@ RRF_MULTIPLIER_ERROR = (
 )
 
 
-Scan = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.float32]]
+Scan = tuple[VectorScores, npt.NDArray[np.int64], npt.NDArray[np.float32]]
 
 
 def _scan(
     ix: OwnerIndex, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
 ) -> Scan:
-    """Every position's cosine, and the top ``k`` masked positions with their cosines."""
-    cosines = ix.cosines(query)
-    return (cosines, *ix.top_k(cosines, mask, k))
+    """The query's scores (every exact cosine, or the approximate searcher of a large owner),
+    and the top ``k`` masked positions with their cosines."""
+    scores = ix.scores(query)
+    return (scores, *ix.top_k(scores, mask, k))
 
 
 def _scan_in_background(

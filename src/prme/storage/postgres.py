@@ -68,6 +68,7 @@ from prme.errors import (
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage.base import OpHead, OpRecord
@@ -197,6 +198,7 @@ class PostgresStore:
         self._local = threading.local()
         self._indexes: dict[str, OwnerIndex] = {}
         self._index_lock = threading.Lock()
+        self._ann: AnnPolicy | None = None
         self._embedder: dict[str, Any] | None = None
         self._closed = False
         connect_timeout = max(1, math.ceil(timeout))
@@ -675,6 +677,13 @@ class PostgresStore:
         return {int(r[0]): _row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
+    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
+        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
+        with self._index_lock:
+            if policy != self._ann:
+                self._indexes.clear()
+            self._ann = policy
+
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
@@ -688,7 +697,7 @@ class PostgresStore:
                 if index is not None and fresh and index.delete_seq == delete_seq:
                     return index.snapshot()
                 if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                    index = OwnerIndex(int(dimension))
+                    index = OwnerIndex(int(dimension), ann=self._ann)
                 rows = self._run(
                     conn,
                     f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, m.doc_len, v.vec FROM memories m"

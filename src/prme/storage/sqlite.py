@@ -41,6 +41,7 @@ from prme.models.enums import (
 )
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import (
     CONDITIONS,
@@ -67,6 +68,8 @@ from prme.storage.rows import node_values
 from prme.storage.timeutil import from_us, opt_from_us
 
 DB_FILE = "pack.sqlite3"
+# Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
+INDEX_DIR = "index"
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
@@ -239,6 +242,7 @@ class SQLiteStore:
         self._connections_lock = threading.Lock()
         self._indexes: dict[str, OwnerIndex] = {}
         self._index_lock = threading.Lock()
+        self._ann: AnnPolicy | None = None
         self._closed = False
         self._embedder: dict[str, Any] | None = None
         self._digest: tuple[int, str] | None = None
@@ -698,6 +702,13 @@ class SQLiteStore:
         return {int(r[0]): _row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
+    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
+        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
+        with self._index_lock:
+            if policy != self._ann:
+                self._indexes.clear()
+            self._ann = policy
+
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
@@ -709,7 +720,7 @@ class SQLiteStore:
             if index is not None and index.write_seq == write_seq:
                 return index.snapshot()
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                index = OwnerIndex(int(dimension))
+                index = OwnerIndex(int(dimension), ann=self._ann, ann_dir=self.path / INDEX_DIR)
             rows = self.conn.execute(
                 f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, d.sz, v.vec FROM memories m"
                 " JOIN vectors v ON v.rowid = m.rowid"
