@@ -17,7 +17,56 @@ from prme.embed.hashing import HashingEmbedder
 from prme.retrieval.ann import AnnPolicy, segment_ranges
 from prme.retrieval.owner_index import NUMERIC_COLUMNS, EntityGraph, OwnerIndex, QueryScores
 
-WORDS = ["aster", "basalt", "cobalt", "fjord", "garnet", "harbor", "iris", "juniper", "kestrel", "lumen", "marlin", "nimbus", "onyx", "postgres", "redis", "kafka", "terraform", "grafana", "latency", "budget", "roadmap", "migration", "outage", "pricing", "security", "release", "schema", "deadline", "incident", "rollout", "caching", "backup", "alerting", "lisbon", "berlin", "osaka", "oslo", "dublin", "austin", "seoul", "porto", "climbing", "chess", "cycling", "pottery", "sailing", "ramen", "tacos"]
+WORDS = [
+    "aster",
+    "basalt",
+    "cobalt",
+    "fjord",
+    "garnet",
+    "harbor",
+    "iris",
+    "juniper",
+    "kestrel",
+    "lumen",
+    "marlin",
+    "nimbus",
+    "onyx",
+    "postgres",
+    "redis",
+    "kafka",
+    "terraform",
+    "grafana",
+    "latency",
+    "budget",
+    "roadmap",
+    "migration",
+    "outage",
+    "pricing",
+    "security",
+    "release",
+    "schema",
+    "deadline",
+    "incident",
+    "rollout",
+    "caching",
+    "backup",
+    "alerting",
+    "lisbon",
+    "berlin",
+    "osaka",
+    "oslo",
+    "dublin",
+    "austin",
+    "seoul",
+    "porto",
+    "climbing",
+    "chess",
+    "cycling",
+    "pottery",
+    "sailing",
+    "ramen",
+    "tacos",
+]
 
 
 def sentences(count: int, seed: int) -> list[str]:
@@ -25,7 +74,9 @@ def sentences(count: int, seed: int) -> list[str]:
     return [" ".join(rng.sample(WORDS, rng.randint(4, 9))) for _ in range(count)]
 
 
-def build(vectors: np.ndarray[Any, Any], policy: AnnPolicy | None, ann_dir: Path | None = None) -> OwnerIndex:
+def build(
+    vectors: np.ndarray[Any, Any], policy: AnnPolicy | None, ann_dir: Path | None = None
+) -> OwnerIndex:
     ix = OwnerIndex(vectors.shape[1], ann=policy, ann_dir=ann_dir)
     rows = []
     for i in range(len(vectors)):
@@ -125,12 +176,23 @@ def test_segments_are_independent_of_when_rows_were_appended(tmp_path: Path) -> 
 
 
 def test_entity_graph_arrays_match_the_appended_links() -> None:
-    graph = EntityGraph.empty().merged({"b": [0, 2], "a": [1]})
+    graph = EntityGraph.empty().merged([["b"], ["a"], ["b"]])
+    assert graph.size == 3 and graph.names == ("a", "b")
     assert graph.links("a").tolist() == [1] and graph.links("b").tolist() == [0, 2]
-    merged = graph.merged({"c": [5], "a": [3, 4]})
+    merged = graph.merged([["a"], ["a", "c"], [], ["c"]])
+    assert merged.size == 7
     assert merged.links("a").tolist() == [1, 3, 4]
-    assert merged.links("b").tolist() == [0, 2] and merged.links("c").tolist() == [5]
+    assert merged.links("b").tolist() == [0, 2] and merged.links("c").tolist() == [4, 6]
     assert merged.links("missing").tolist() == []
+    assert [merged.names_of(p) for p in range(7)] == [
+        ["b"],
+        ["a"],
+        ["b"],
+        ["a"],
+        ["a", "c"],
+        [],
+        ["c"],
+    ]
     assert graph.links("a").tolist() == [1]  # the old arrays are unchanged (snapshots)
 
 
@@ -153,7 +215,7 @@ def test_graph_search_is_the_same_before_and_after_compaction() -> None:
     old = {seed: snapshot.graph_search([seed], mask[:300], 3, 40) for seed in names[:10]}
     assert ix.fresh_links > 0
     ix.compact_graph()
-    assert ix.fresh_links == 0 and ix.entity_positions == {}
+    assert ix.fresh_links == 0 and ix.entity_positions == {} and ix.graph.size == 600
     for seed in names[:10]:
         assert ix.graph_search([seed], mask, 3, 40) == before[seed]
         assert all(p < 300 for p in old[seed])
@@ -191,9 +253,7 @@ def test_a_pack_past_the_threshold_retrieves_through_saved_segments(
     again = make_client(config=config)  # another client on the same pack: the saved graphs
     second = again.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
     assert [r.node.id for r in second.results] == ids
-    assert [r.composite_score for r in second.results] == [
-        r.composite_score for r in first.results
-    ]
+    assert [r.composite_score for r in second.results] == [r.composite_score for r in first.results]
     # bob (20 memories, below the threshold) is scanned exactly and never sees alice's rows
     bob = again.retrieve(QUERY, user_id="bob", scope="project", reference_time=AT)
     assert bob.results and {r.node.user_id for r in bob.results} == {"bob"}

@@ -106,38 +106,64 @@ def exact_dot(
 
 @dataclass(frozen=True)
 class EntityGraph:
-    """Entity name → positions as CSR arrays: ``positions[offsets[i]:offsets[i + 1]]`` are the
-    positions (ascending) linked to the name numbered ``i`` in ``names``."""
+    """The entity links of positions ``[0, size)`` as CSR arrays, both ways:
+    ``positions[offsets[i]:offsets[i + 1]]`` are the positions (ascending) linked to
+    ``names[i]``, and ``name_ids[position_offsets[p]:position_offsets[p + 1]]`` the names
+    (by number) of position ``p``."""
 
-    names: dict[str, int]
+    names: tuple[str, ...]
     offsets: npt.NDArray[np.int64]
     positions: npt.NDArray[np.int64]
+    position_offsets: npt.NDArray[np.int64]
+    name_ids: npt.NDArray[np.int64]
+    numbers: dict[str, int] = field(compare=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.numbers and self.names:
+            self.numbers.update({name: i for i, name in enumerate(self.names)})
+
+    @property
+    def size(self) -> int:
+        return len(self.position_offsets) - 1
 
     @staticmethod
     def empty() -> EntityGraph:
-        return EntityGraph({}, np.zeros(1, np.int64), np.zeros(0, np.int64))
+        zero = np.zeros(1, np.int64)
+        return EntityGraph((), zero, np.zeros(0, np.int64), zero, np.zeros(0, np.int64))
 
     def links(self, name: str) -> npt.NDArray[np.int64]:
-        row = self.names.get(name)
+        row = self.numbers.get(name)
         if row is None:
             return np.zeros(0, np.int64)
         return self.positions[self.offsets[row] : self.offsets[row + 1]]
 
-    def merged(self, fresh: dict[str, list[int]]) -> EntityGraph:
-        """This graph plus ``fresh`` links (positions all greater than this graph's)."""
-        names = dict(self.names)
-        for name in sorted(fresh):
-            names.setdefault(name, len(names))
-        extra_rows = np.fromiter((names[n] for n, ps in fresh.items() for _ in ps), np.int64)
-        extra_positions = np.fromiter((p for ps in fresh.values() for p in ps), np.int64)
-        old_rows = np.repeat(np.arange(len(self.names), dtype=np.int64), np.diff(self.offsets))
-        rows = np.concatenate([old_rows, extra_rows])
-        positions = np.concatenate([self.positions, extra_positions])
-        order = np.lexsort((positions, rows))
-        counts = np.bincount(rows, minlength=len(names)).astype(np.int64)
+    def names_of(self, position: int) -> list[str]:
+        ids = self.name_ids[self.position_offsets[position] : self.position_offsets[position + 1]]
+        return [self.names[i] for i in ids.tolist()]
+
+    def merged(self, fresh: Sequence[Sequence[str]]) -> EntityGraph:
+        """This graph plus the names of the positions after it (``fresh[i]`` for position
+        ``size + i``)."""
+        numbers = dict(self.numbers)
+        names = list(self.names)
+        for name in sorted({n for ns in fresh for n in ns} - numbers.keys()):
+            numbers[name] = len(names)
+            names.append(name)
+        counts = np.fromiter((len(ns) for ns in fresh), np.int64, len(fresh))
+        new_ids = np.fromiter((numbers[n] for ns in fresh for n in ns), np.int64)
+        name_ids = np.concatenate([self.name_ids, new_ids])
+        position_offsets = np.concatenate(
+            [self.position_offsets, self.position_offsets[-1] + np.cumsum(counts)]
+        ).astype(np.int64)
+        link_positions = np.repeat(
+            np.arange(len(position_offsets) - 1, dtype=np.int64), np.diff(position_offsets)
+        )
+        order = np.lexsort((link_positions, name_ids))
         offsets = np.zeros(len(names) + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        return EntityGraph(names, offsets, positions[order])
+        np.cumsum(np.bincount(name_ids, minlength=len(names)), out=offsets[1:])
+        return EntityGraph(
+            tuple(names), offsets, link_positions[order], position_offsets, name_ids, numbers
+        )
 
 
 # Links appended since the graph's arrays were last rebuilt stay in a small dict of lists;
@@ -165,11 +191,12 @@ class OwnerIndex:
     ids: list[str] = field(default_factory=list)
     content_sha256: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
-    # the entity graph: arrays, plus the links appended since they were built
+    # the entity graph: arrays for positions below graph.size, plus the links appended since
+    # (name -> positions, and each later position's names)
     graph: EntityGraph = field(default_factory=EntityGraph.empty)
     entity_positions: dict[str, list[int]] = field(default_factory=dict)
+    fresh_names: list[list[str]] = field(default_factory=list)
     fresh_links: int = 0
-    entity_names: list[list[str]] = field(default_factory=list)
     max_rowid: int = 0
     write_seq: int = -1
     delete_seq: int = -1
@@ -216,7 +243,7 @@ class OwnerIndex:
             self.content_sha256.append(row["content_sha256"])
             self.evidence.append(row["evidence_refs"])
             names = entities.get(int(row["rowid"]), [])
-            self.entity_names.append(names)
+            self.fresh_names.append(names)
             for name in names:
                 self.entity_positions.setdefault(name, []).append(position)
             self.fresh_links += len(names)
@@ -227,9 +254,16 @@ class OwnerIndex:
 
     def compact_graph(self) -> None:
         """Merge the appended links into new arrays (new objects: snapshots keep theirs)."""
-        self.graph = self.graph.merged(self.entity_positions)
+        self.graph = self.graph.merged(self.fresh_names)
         self.entity_positions = {}
+        self.fresh_names = []
         self.fresh_links = 0
+
+    def names_at(self, position: int) -> list[str]:
+        """The entity names linked to ``position``."""
+        if position < self.graph.size:
+            return self.graph.names_of(position)
+        return self.fresh_names[position - self.graph.size]
 
     def entity_links(self, name: str) -> npt.NDArray[np.int64]:
         """The positions (ascending, below ``size``) linked to ``name``."""
@@ -397,7 +431,7 @@ class OwnerIndex:
             taken = hits[order][: limit - len(found)].tolist()
             for position in taken:
                 found[position] = hop
-            next_names = {n for p in taken for n in self.entity_names[p]} - seen
+            next_names = {n for p in taken for n in self.names_at(p)} - seen
             seen |= next_names
             frontier = sorted(next_names)
         return found
