@@ -269,3 +269,57 @@ def test_the_vector_index_is_part_of_the_feature_identity(
     assert exact.engine.feature_identity()["vector_search"] == "exact"
     digests = {c.engine.feature_identity_sha256() for c in (exact, hnsw, lower)}
     assert len(digests) == 3
+
+
+def _same(a: Any, b: Any) -> None:
+    assert [(r.node.id, r.composite_score) for r in a.results] == [
+        (r.node.id, r.composite_score) for r in b.results
+    ]
+
+
+@pytest.mark.sqlite_only  # the saved owner index lives in the pack directory
+def test_a_reopened_pack_loads_the_saved_owner_index(
+    pack_path: Path, make_client: Callable[..., MemoryClient]
+) -> None:
+    from prme.retrieval import index_file
+    from prme.storage.sqlite import INDEX_DIR, SAVE_INDEX_ROWS
+
+    texts = sentences(SAVE_INDEX_ROWS + 200, seed=7)
+    writer = make_client()
+    writer.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
+    writer.store_many([{"content": t, "scope": "project"} for t in texts[:30]], user_id="bob")
+    first = writer.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
+    directory = index_file.owner_directory(pack_path / INDEX_DIR, "alice")
+    stamp = index_file.read_stamp(directory)
+    assert stamp is not None and stamp.size == len(texts) and stamp.user_id == "alice"
+    assert index_file.read_stamp(index_file.owner_directory(pack_path / INDEX_DIR, "bob")) is None
+
+    reader = make_client()
+    _same(reader.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT), first)
+    loaded = reader.engine.store.owner_index("alice")
+    assert loaded is not None and loaded.saved_size == len(texts)
+    assert isinstance(loaded.vectors, np.memmap)  # not read into memory
+
+    # rows written since the save are appended to the loaded index: the same results as an
+    # index rebuilt from the rows alone
+    writer.store("aster postgres latency review in lisbon", user_id="alice", scope="project")
+    appended = make_client().retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
+    assert appended.results[0].node.content == "aster postgres latency review in lisbon"
+    import shutil
+
+    shutil.rmtree(directory)
+    rebuilt = make_client()
+    _same(rebuilt.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT), appended)
+    assert index_file.read_stamp(directory) is not None  # saved again by that rebuild
+
+    # a delete moves the delete sequence: the saved index no longer matches and is rebuilt
+    gone = appended.results[0].node.id
+    assert writer.delete(gone, user_id="alice")
+    after = make_client().retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
+    assert gone not in {r.node.id for r in after.results}
+    stamp = index_file.read_stamp(directory)
+    assert stamp is not None and stamp.size == len(texts)
+
+    # an unreadable file is ignored: the index is rebuilt from the rows
+    (directory / "vectors.npy").write_bytes(b"not an array")
+    _same(make_client().retrieve(QUERY, user_id="alice", scope="project", reference_time=AT), after)

@@ -200,6 +200,7 @@ class OwnerIndex:
     max_rowid: int = 0
     write_seq: int = -1
     delete_seq: int = -1
+    saved_size: int = 0  # rows of this index saved beside the pack (retrieval/index_file.py)
     # approximate vector search: the policy (None: always exact), where segments are saved,
     # and the segments built so far (shared by every snapshot: a segment never changes)
     ann: AnnPolicy | None = None

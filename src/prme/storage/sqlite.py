@@ -41,6 +41,7 @@ from prme.models.enums import (
 )
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval import index_file
 from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import (
@@ -70,6 +71,9 @@ from prme.storage.timeutil import from_us, opt_from_us
 DB_FILE = "pack.sqlite3"
 # Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
 INDEX_DIR = "index"
+# An owner index of at least this many rows is saved there (and again after growing by this
+# many rows, or an eighth): reopening the pack then loads it instead of rebuilding it.
+SAVE_INDEX_ROWS = 4096
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
@@ -720,7 +724,9 @@ class SQLiteStore:
             if index is not None and index.write_seq == write_seq:
                 return index.snapshot()
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                index = OwnerIndex(int(dimension), ann=self._ann, ann_dir=self.path / INDEX_DIR)
+                index = self._saved_index(user_id, int(dimension), delete_seq) or OwnerIndex(
+                    int(dimension), ann=self._ann, ann_dir=self.path / INDEX_DIR
+                )
             rows = self.conn.execute(
                 f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, d.sz, v.vec FROM memories m"
                 " JOIN vectors v ON v.rowid = m.rowid"
@@ -745,7 +751,51 @@ class SQLiteStore:
             index.write_seq = write_seq
             index.delete_seq = delete_seq
             self._indexes[user_id] = index
+            self._save_index(user_id, index)
             return index.snapshot()
+
+    def _saved_index(self, user_id: str, dimension: int, delete_seq: int) -> OwnerIndex | None:
+        """The owner's index saved beside the pack, when it matches the database (the pack,
+        the delete sequence, the dimension, and the owner's rows up to its last rowid)."""
+        directory = index_file.owner_directory(self.path / INDEX_DIR, user_id)
+        stamp = index_file.read_stamp(directory)
+        if stamp is None or (stamp.pack_id, stamp.user_id, stamp.delete_seq, stamp.dimension) != (
+            self._pack_id,
+            user_id,
+            delete_seq,
+            dimension,
+        ):
+            return None
+        (count,) = self.conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE user_id = ? AND rowid <= ?",
+            (user_id, stamp.max_rowid),
+        ).fetchone()
+        if int(count) != stamp.size:
+            return None
+        index = index_file.load(directory, stamp, ann=self._ann, ann_dir=self.path / INDEX_DIR)
+        if index is not None:
+            index.saved_size = stamp.size
+        return index
+
+    def _save_index(self, user_id: str, index: OwnerIndex) -> None:
+        """Save a large owner's index once it has grown enough since it was last saved (a
+        read-only pack, or a failed write, keeps it in memory only)."""
+        grown = index.size - index.saved_size
+        if self.read_only_mode or index.size < SAVE_INDEX_ROWS:
+            return
+        if grown < max(SAVE_INDEX_ROWS, index.saved_size // 8):
+            return
+        stamp = index_file.IndexStamp(
+            pack_id=self._pack_id,
+            user_id=user_id,
+            delete_seq=index.delete_seq,
+            dimension=index.dimension,
+            size=index.size,
+            max_rowid=index.max_rowid,
+        )
+        with suppress(OSError):
+            index_file.save(index, index_file.owner_directory(self.path / INDEX_DIR, user_id), stamp)
+            index.saved_size = index.size
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
