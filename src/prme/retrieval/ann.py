@@ -55,7 +55,7 @@ class AnnPolicy:
     min_rows: int = 32768  # exact scan below this many rows; also the chunk size
     connectivity: int = 24
     expansion_add: int = 192
-    expansion_search: int = 512
+    expansion_search: int = 1024
     quantization: str = "i8"
     max_segment_chunks: int = 8  # the largest segment holds this many chunks
 
