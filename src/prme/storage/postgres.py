@@ -7,9 +7,11 @@ tell them apart except through the feature identity (``storage: postgres``, ``le
   sequences, the bound embedder. Every content write bumps ``write_seq`` in its own transaction,
   and each written owner's sequence in ``owner_sequences`` (what an owner's receipts record).
 - **Memories, vectors, entity links** in tables; vectors are pgvector ``vector(d)`` (typed when
-  the pack's embedder is bound). Vector search is **exact** cosine in the in-process
-  :class:`OwnerIndex`, refreshed incrementally from ``write_seq`` exactly as on SQLite (the
-  feature identity says ``vector_search: exact``); no ANN index is used.
+  the pack's embedder is bound). Vector search runs in the in-process :class:`OwnerIndex`,
+  refreshed incrementally from ``write_seq`` exactly as on SQLite: exact cosine, or the same
+  deterministic HNSW segments past the engine's ``vector_index_min_rows``
+  (:mod:`prme.retrieval.ann`; the feature identity's ``vector_search``), which are kept in
+  memory only (each process builds them on first use); pgvector's own HNSW is not used.
 - **One writer for content**: content writes take a pack-wide transaction-scoped advisory lock,
   so row ids grow in commit order and the incremental index refresh never misses a row.
 - **Lexical search**: a ``tsvector`` and token count derived from the content on insert (a
