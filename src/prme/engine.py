@@ -27,7 +27,8 @@ def vector_index_policy(config: PRMEConfig) -> AnnPolicy | None:
     retrieval = config.retrieval
     if retrieval.vector_index == "exact":
         return None
-    return AnnPolicy(min_rows=retrieval.vector_index_min_rows)
+    rows = retrieval.vector_index_min_rows
+    return AnnPolicy(min_rows=rows, chunk_rows=min(rows, AnnPolicy.chunk_rows))
 
 
 @dataclass

@@ -91,11 +91,11 @@ def embedded(count: int, seed: int) -> np.ndarray[Any, Any]:
     return np.asarray(HashingEmbedder(dimension=64).embed(sentences(count, seed)), np.float32)
 
 
-POLICY = AnnPolicy(min_rows=256, max_segment_chunks=4)
+POLICY = AnnPolicy(min_rows=256, chunk_rows=256, max_segment_chunks=4)
 
 
 def test_segment_ranges_cover_whole_chunks_and_depend_only_on_the_size() -> None:
-    policy = AnnPolicy(min_rows=100, max_segment_chunks=4)
+    policy = AnnPolicy(min_rows=100, chunk_rows=100, max_segment_chunks=4)
     assert segment_ranges(99, policy) == []
     assert segment_ranges(100, policy) == [(0, 100)]
     assert segment_ranges(350, policy) == [(0, 200), (200, 300)]
@@ -107,6 +107,10 @@ def test_segment_ranges_cover_whole_chunks_and_depend_only_on_the_size() -> None
         assert all(b - a >= policy.min_rows and (b - a) % policy.min_rows == 0 for a, b in ranges)
         assert [a for a, _ in ranges] == [0, *[b for _, b in ranges]][: len(ranges)]
         assert (ranges[-1][1] if ranges else 0) == size - size % policy.min_rows
+    # exact below min_rows even when chunks are smaller; then whole chunks of chunk_rows
+    later = AnnPolicy(min_rows=300, chunk_rows=100)
+    assert segment_ranges(299, later) == []
+    assert segment_ranges(350, later) == [(0, 200), (200, 300)]
 
 
 def test_ann_recall_against_the_exact_scan_on_a_generated_set(tmp_path: Path) -> None:
@@ -248,7 +252,7 @@ def test_a_pack_past_the_threshold_retrieves_through_saved_segments(
     receipt = client.get_retrieval_receipt(first.metadata.request_id, user_id="alice")
     assert receipt is not None and receipt.execution.features["vector_search"] == identity
     saved = sorted((pack_path / "index").glob("*.usearch"))
-    assert len(saved) == len(segment_ranges(300, AnnPolicy(min_rows=64)))
+    assert len(saved) == len(segment_ranges(300, AnnPolicy(min_rows=64, chunk_rows=64)))
     ids = [r.node.id for r in first.results]
     again = make_client(config=config)  # another client on the same pack: the saved graphs
     second = again.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)

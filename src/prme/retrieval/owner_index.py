@@ -228,7 +228,7 @@ class OwnerIndex:
         needed = self.size + len(rows)
         capacity = len(self.columns["rowid"])
         if needed > capacity:
-            capacity = max(needed, 2 * capacity, 1024)
+            capacity = max(needed, 2 * capacity)  # exact on the first fill: many small owners
             for name, array in self.columns.items():
                 self.columns[name] = np.resize(array, capacity)
             grown = np.zeros((capacity, self.dimension), dtype=np.float32)
