@@ -74,8 +74,6 @@ class AnnPolicy:
             "connectivity": self.connectivity,
             "expansion_add": self.expansion_add,
             "expansion_search": self.expansion_search,
-            "build": "one thread, position order, each segment from scratch",
-            "rescoring": "float32 cosine, ties by position",
         }
 
 
