@@ -327,3 +327,23 @@ def test_a_reopened_pack_loads_the_saved_owner_index(
     # an unreadable file is ignored: the index is rebuilt from the rows
     (directory / "vectors.npy").write_bytes(b"not an array")
     _same(make_client().retrieve(QUERY, user_id="alice", scope="project", reference_time=AT), after)
+
+
+@pytest.mark.sqlite_only  # the per-snapshot reuse is the SQLite store's
+def test_one_read_snapshot_refreshes_an_owner_index_once(
+    make_client: Callable[..., MemoryClient],
+) -> None:
+    reader, writer = make_client(), make_client()
+    writer.store("aster uses postgres", user_id="alice", scope="project")
+    store = reader.engine.store
+    with store.read_snapshot():
+        first = store.owner_index("alice")
+        writer.store("aster moved to redis", user_id="alice", scope="project")
+        again = store.owner_index("alice")
+        assert first is again and first is not None and first.size == 1
+        assert store.lexical_search("alice", None, ["redis"], 5) == []  # the same snapshot
+    later = store.owner_index("alice")
+    assert later is not None and later.size == 2
+    assert [r for r, _ in store.lexical_search("alice", None, ["redis"], 5)] == [
+        int(later.col("rowid")[1])
+    ]

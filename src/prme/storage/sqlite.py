@@ -440,9 +440,11 @@ class SQLiteStore:
             yield self.pack_identity()
             return
         conn.execute("BEGIN")
+        self._local.snapshot_indexes = {}  # owner indexes seen by this read transaction
         try:
             yield self.pack_identity()
         finally:
+            self._local.snapshot_indexes = None
             conn.execute("COMMIT")
 
     def _initialize(self) -> None:
@@ -718,6 +720,20 @@ class SQLiteStore:
         dimension = (self.embedder_identity() or {}).get("dimension")
         if dimension is None:
             return None
+        # Inside one read snapshot the owner's rows change only by this connection's own
+        # writes: its index is refreshed once (retrieval asks for it, then the lexical channel).
+        seen: dict[tuple[str, int], OwnerIndex] | None = getattr(
+            self._local, "snapshot_indexes", None
+        )
+        key = (user_id, self.conn.total_changes)
+        if seen is not None and key in seen:
+            return seen[key]
+        index = self._refreshed_index(user_id, int(dimension))
+        if seen is not None:
+            seen[key] = index
+        return index
+
+    def _refreshed_index(self, user_id: str, dimension: int) -> OwnerIndex:
         write_seq, delete_seq = self._sequences()
         with self._index_lock:
             index = self._indexes.get(user_id)
