@@ -413,13 +413,17 @@ class OwnerIndex:
         found: dict[int, int] = {}
         seen = set(names)
         frontier = sorted(seen)
+        everything = bool(mask[: self.size].all())
         for hop in range(1, max_hops + 1):
             if not frontier or len(found) >= limit:
                 break
             lists = []
             for name in frontier:
                 positions = self.entity_links(name)
-                positions = positions[mask[positions]]
+                if everything and len(positions) > limit:
+                    continue  # a hub (no mask can shrink it)
+                if not everything:
+                    positions = positions[mask[positions]]
                 if 0 < len(positions) <= limit:
                     lists.append(positions)
             if not lists:
