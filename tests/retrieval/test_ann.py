@@ -347,3 +347,27 @@ def test_one_read_snapshot_refreshes_an_owner_index_once(
     assert [r for r, _ in store.lexical_search("alice", None, ["redis"], 5)] == [
         int(later.col("rowid")[1])
     ]
+
+
+@pytest.mark.sqlite_only
+def test_a_saved_index_never_serves_another_owner(
+    pack_path: Path, make_client: Callable[..., MemoryClient]
+) -> None:
+    import shutil
+
+    from prme.retrieval import index_file
+    from prme.storage.sqlite import INDEX_DIR, SAVE_INDEX_ROWS
+
+    texts = sentences(SAVE_INDEX_ROWS, seed=8)
+    writer = make_client()
+    writer.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
+    writer.store_many([{"content": t, "scope": "project"} for t in texts[:5]], user_id="bob")
+    writer.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
+    alice = index_file.owner_directory(pack_path / INDEX_DIR, "alice")
+    bob = index_file.owner_directory(pack_path / INDEX_DIR, "bob")
+    assert index_file.read_stamp(alice) is not None and not bob.exists()
+    shutil.copytree(alice, bob)  # alice's files under bob's name
+    response = make_client().retrieve(QUERY, user_id="bob", scope="project", reference_time=AT)
+    assert response.results and {r.node.user_id for r in response.results} == {"bob"}
+    ix = make_client().engine.store.owner_index("bob")
+    assert ix is not None and ix.size == 5 and ix.saved_size == 0
