@@ -371,3 +371,24 @@ def test_a_saved_index_never_serves_another_owner(
     assert response.results and {r.node.user_id for r in response.results} == {"bob"}
     ix = make_client().engine.store.owner_index("bob")
     assert ix is not None and ix.size == 5 and ix.saved_size == 0
+
+
+@pytest.mark.sqlite_only
+def test_an_index_read_in_batches_is_the_index_read_at_once(
+    make_client: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import prme.storage.sqlite as sqlite_store
+
+    writer = make_client()
+    texts = [f"Aster met Basalt in Lisbon about {t}" for t in sentences(50, seed=9)]
+    writer.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
+    whole = make_client().engine.store.owner_index("alice")
+    monkeypatch.setattr(sqlite_store, "INDEX_BATCH_ROWS", 7)
+    batched = make_client().engine.store.owner_index("alice")
+    assert whole is not None and batched is not None and batched.size == whole.size == 50
+    for name, _ in NUMERIC_COLUMNS:
+        np.testing.assert_array_equal(batched.col(name), whole.col(name))
+    np.testing.assert_array_equal(batched.vectors[:50], whole.vectors[:50])
+    assert batched.ids == whole.ids
+    assert [batched.names_at(p) for p in range(50)] == [whole.names_at(p) for p in range(50)]
+    assert whole.names_at(0) == ["aster", "basalt", "lisbon"]  # entity names are folded

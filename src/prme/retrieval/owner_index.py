@@ -216,6 +216,16 @@ class OwnerIndex:
     def col(self, name: str) -> npt.NDArray[Any]:
         return self.columns[name][: self.size]
 
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` rows in all, so appending up to there never copies the arrays."""
+        if rows <= len(self.columns["rowid"]):
+            return
+        for name, array in self.columns.items():
+            self.columns[name] = np.resize(array, rows)
+        grown = np.zeros((rows, self.dimension), dtype=np.float32)
+        grown[: self.size] = self.vectors[: self.size]
+        self.vectors = grown
+
     def append(
         self,
         rows: Sequence[dict[str, Any]],
@@ -228,12 +238,7 @@ class OwnerIndex:
         needed = self.size + len(rows)
         capacity = len(self.columns["rowid"])
         if needed > capacity:
-            capacity = max(needed, 2 * capacity)  # exact on the first fill: many small owners
-            for name, array in self.columns.items():
-                self.columns[name] = np.resize(array, capacity)
-            grown = np.zeros((capacity, self.dimension), dtype=np.float32)
-            grown[: self.size] = self.vectors[: self.size]
-            self.vectors = grown
+            self.reserve(max(needed, 2 * capacity))  # exact on the first fill: small owners
         start, end = self.size, needed
         for name, _ in NUMERIC_COLUMNS:
             self.columns[name][start:end] = [row[name] for row in rows]

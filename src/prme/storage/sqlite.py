@@ -74,6 +74,7 @@ INDEX_DIR = "index"
 # An owner index of at least this many rows is saved there (and again after growing by this
 # many rows, or an eighth): reopening the pack then loads it instead of rebuilding it.
 SAVE_INDEX_ROWS = 4096
+INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
@@ -743,19 +744,25 @@ class SQLiteStore:
                 index = self._saved_index(user_id, int(dimension), delete_seq) or OwnerIndex(
                     int(dimension), ann=self._ann, ann_dir=self.path / INDEX_DIR
                 )
-            rows = self.conn.execute(
+            if index.size == 0:  # a new index: its arrays get their final size at once
+                (count,) = self.conn.execute(
+                    "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,)
+                ).fetchone()
+                index.reserve(int(count))
+            # In batches, so a large owner's rows never all exist as Python objects at once.
+            cursor = self.conn.execute(
                 f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, d.sz, v.vec FROM memories m"
                 " JOIN vectors v ON v.rowid = m.rowid"
                 " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
                 " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid",
                 (user_id, index.max_rowid),
-            ).fetchall()
-            if rows:
+            )
+            while rows := cursor.fetchmany(INDEX_BATCH_ROWS):
                 entities: dict[int, list[str]] = {}
                 for rowid, name in self.conn.execute(
                     "SELECT memory_rowid, name FROM entities WHERE user_id = ?"
-                    " AND memory_rowid > ? ORDER BY memory_rowid, name",
-                    (user_id, index.max_rowid),
+                    " AND memory_rowid BETWEEN ? AND ? ORDER BY memory_rowid, name",
+                    (user_id, rows[0][0], rows[-1][0]),
                 ):
                     entities.setdefault(int(rowid), []).append(str(name))
                 vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
