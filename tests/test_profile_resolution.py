@@ -9,10 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import make_config
 from support.golden import OWNER, SCOPES, Golden, fresh_pack
 
 from prme import IntegrityError, InvalidInputError, MemoryClient, RankingMultipliers, Scope
 from prme.canonical import canonical_json
+from prme.config import RetrievalConfig
 from prme.embed.hashing import HashingEmbedder
 from prme.models.profiles import RankingProfile, RankingProfileState
 from prme.models.retrieval import RetrievalResponse
@@ -162,6 +164,40 @@ def test_inapplicable_when_the_feature_identity_changed(
     other.deactivate_ranking_profile(user_id=OWNER, scopes=SCOPES)
     with pytest.raises(InvalidInputError, match="inapplicable: feature_identity_mismatch"):
         other.activate_ranking_profile(profile.profile_id, user_id=OWNER)
+
+
+def test_inapplicable_under_another_vector_index(
+    gold: Golden, tmp_path: Path, make_client: Callable[..., MemoryClient]
+) -> None:
+    # the golden profile was evaluated with the default approximate vector index; the same
+    # pack retrieving with exact scans only (or another index size) does not apply it
+    path = tmp_path / "empty"
+    same = make_client(path)
+    profile = RankingProfile(
+        profile_id=uuid.uuid4(),
+        user_id=OWNER,
+        scopes=gold.holdout.scopes,
+        created_at=LATER,
+        multipliers=gold.holdout.candidate_multipliers,
+        proposal=gold.proposal,
+        holdout=gold.holdout,
+    )
+    profiles.store_profile(same.engine, profile)
+    same.activate_ranking_profile(profile.profile_id, user_id=OWNER)
+    assert resolution(same, same.retrieve(QUERY, user_id=OWNER, scope=SCOPES))[0] == "applied"
+    for retrieval in (
+        RetrievalConfig(vector_index="exact"),
+        RetrievalConfig(vector_index_min_rows=1024),
+    ):
+        other = make_client(path, config=make_config(retrieval=retrieval))
+        assert other.engine.feature_identity_sha256() != gold.holdout.feature_identity_sha256
+        response = other.retrieve(QUERY, user_id=OWNER, scope=SCOPES)
+        assert resolution(other, response) == (
+            "inapplicable",
+            profile.profile_id,
+            "feature_identity_mismatch",
+            None,
+        )
 
 
 def test_request_override_names_the_bypassed_profile(

@@ -35,6 +35,11 @@ class RetrievalConfig(_Section):
     lexical_k: int = Field(default=500, ge=1, le=MAX_CHANNEL_CANDIDATES)
     graph_max_candidates: int = Field(default=150, ge=0, le=MAX_CHANNEL_CANDIDATES)
     graph_max_hops: int = Field(default=3, ge=1, le=3)
+    # The vector channel: "exact" scans every cosine; "hnsw" searches deterministic HNSW
+    # segments (prme.retrieval.ann) for an owner of at least vector_index_min_rows memories
+    # and scans smaller owners exactly. Both are part of the feature identity.
+    vector_index: Literal["exact", "hnsw"] = "hnsw"
+    vector_index_min_rows: int = Field(default=131072, ge=16, le=1 << 30)
     default_limit: int = Field(default=20, ge=0, le=MAX_RESULT_LIMIT)
     token_budget: int = Field(default=4096, ge=0, le=MAX_TOKEN_BUDGET)
     unverified_confidence_threshold: float = Field(default=0.30, ge=0.0, le=1.0)

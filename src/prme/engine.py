@@ -11,6 +11,7 @@ from prme.canonical import checksum
 from prme.config import PRMEConfig
 from prme.embed.base import Embedder
 from prme.errors import InvalidInputError
+from prme.retrieval.ann import AnnPolicy
 from prme.storage.base import Store
 
 FEATURE_SCHEMA = 2  # bump whenever feature computation changes meaning (2: hub-free graph)
@@ -21,6 +22,15 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def vector_index_policy(config: PRMEConfig) -> AnnPolicy | None:
+    """The approximate vector index the configuration asks for (None: exact scans only)."""
+    retrieval = config.retrieval
+    if retrieval.vector_index == "exact":
+        return None
+    rows = retrieval.vector_index_min_rows
+    return AnnPolicy(min_rows=rows, chunk_rows=min(rows, AnnPolicy.chunk_rows))
+
+
 @dataclass
 class Engine:
     store: Store
@@ -29,6 +39,10 @@ class Engine:
     clock: Callable[[], datetime] = utc_now
     _features: dict[str, Any] | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        # the store builds the owners' indexes, so it searches the way this engine is set up
+        self.store.configure_vector_index(vector_index_policy(self.config))
+
     def feature_identity(self) -> dict[str, Any]:
         """What produced the features: explicit and versioned, never source hashes."""
         if self._features is None:
@@ -36,7 +50,7 @@ class Engine:
                 "feature_schema": FEATURE_SCHEMA,
                 "embedder": self.embedder.identity.model_dump(mode="json"),
                 "lexical": self.store.lexical_identity,
-                "vector_search": "exact",
+                "vector_search": _vector_identity(vector_index_policy(self.config)),
                 "entity_extractor": ENTITY_EXTRACTOR,
                 "storage": self.store.backend_name,
             }
@@ -55,3 +69,8 @@ class Engine:
                 f"this pack was written with embedder {bound}, but {mine} is configured; "
                 "set PRME_EMBEDDING__PROVIDER to match the pack",
             )
+
+
+def _vector_identity(policy: AnnPolicy | None) -> str | dict[str, Any]:
+    """``"exact"`` (the identity of every pack before approximate search), or the policy."""
+    return "exact" if policy is None else policy.identity()

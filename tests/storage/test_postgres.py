@@ -201,7 +201,9 @@ def test_documented_lexical_difference_porter2_stems(pg: MemoryClient, tmp_path:
         # so the lexical backend is part of the feature identity: profiles never cross over
         sqlite_identity = lite.engine.feature_identity()
     identity = pg.engine.feature_identity()
-    assert identity["storage"] == "postgres" and identity["vector_search"] == "exact"
+    # both backends search vectors the same way (the engine's policy, not the store's)
+    assert identity["storage"] == "postgres"
+    assert identity["vector_search"] == sqlite_identity["vector_search"] != "exact"
     assert identity["lexical"]["backend"] == "postgres-tsvector-bm25"
     assert sqlite_identity["lexical"]["backend"] == "sqlite-fts5-bm25"
     assert {**identity, "storage": "", "lexical": ""} == {

@@ -21,7 +21,7 @@ from prme.retrieval.features import (
     keep_mask,
     minmax,
 )
-from prme.retrieval.owner_index import OwnerIndex
+from prme.retrieval.owner_index import OwnerIndex, VectorScores
 from prme.retrieval.scan import Scan
 from prme.retrieval.scoring import FloatArray
 
@@ -34,7 +34,7 @@ CHANNELS = ("GRAPH", "LEXICAL", "PINNED", "VECTOR")  # the receipt's path names,
 class ChannelHits:
     """What each channel returned, as positions in the owner index."""
 
-    cosines: npt.NDArray[np.float32]  # every position's cosine with the query
+    cosines: VectorScores  # the query's scores (exact cosines, or the approximate searcher)
     vector_pos: Positions
     vector_cos: npt.NDArray[np.float32]
     lexical_pos: Positions
@@ -168,7 +168,7 @@ def candidate_pool(ix: OwnerIndex, hits: ChannelHits, settings: FilterSettings) 
 
 def cross_scope_hints(
     ix: OwnerIndex,
-    cosines: npt.NDArray[np.float32],
+    cosines: VectorScores,
     in_scope: BoolArray,
     settings: FilterSettings,
 ) -> tuple[tuple[int, float], ...]:

@@ -1,15 +1,23 @@
-"""An owner's memories as in-memory column arrays: exact vector search and vectorized features.
+"""An owner's memories as in-memory column arrays: vector search and vectorized features.
 
 SQLite (or PostgreSQL) stays the system of record; this index is a cache refreshed from the
 pack's content write sequence, so writes by other processes are seen by the next retrieval.
+
+The vector channel scans every cosine exactly, or, for an owner of at least
+``AnnPolicy.min_rows`` memories when the engine's policy says so, searches deterministic HNSW
+segments and rescores what they return exactly (:mod:`prme.retrieval.ann`). The entity graph
+is held as adjacency arrays (CSR: each name's positions in one sorted int64 array), so a
+query's expansion slices arrays instead of converting Python lists.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +31,17 @@ from prme.models.enums import (
     NodeType,
     Scope,
     SourceType,
+)
+from prme.retrieval.ann import (
+    AnnPolicy,
+    Segment,
+    build_segment,
+    load_segment,
+    oversampled_count,
+    rescore_top_k,
+    save_segment,
+    segment_key,
+    segment_ranges,
 )
 
 SCOPES = [s.value for s in Scope]
@@ -71,6 +90,87 @@ def _blas() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+def exact_dot(
+    matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """``matrix @ query`` in float32 on one BLAS thread (the same bits on every call)."""
+    # One BLAS thread: a matrix-vector product is memory-bound, and extra threads only add
+    # synchronisation (measured 1.2 ms vs 7–18 ms at 10k rows on a busy 2-core machine).
+    # The limit is process-wide, so scans on several threads take turns: otherwise one
+    # thread's exit could restore the default while another still scans, and a threaded
+    # BLAS kernel need not sum in the same order (the cosines must be the same bits).
+    with _SCAN_LOCK, _blas().limit(limits=1, user_api="blas"):
+        scores: npt.NDArray[np.float32] = matrix @ query.astype(np.float32)
+    return scores
+
+
+@dataclass(frozen=True)
+class EntityGraph:
+    """The entity links of positions ``[0, size)`` as CSR arrays, both ways:
+    ``positions[offsets[i]:offsets[i + 1]]`` are the positions (ascending) linked to
+    ``names[i]``, and ``name_ids[position_offsets[p]:position_offsets[p + 1]]`` the names
+    (by number) of position ``p``."""
+
+    names: tuple[str, ...]
+    offsets: npt.NDArray[np.int64]
+    positions: npt.NDArray[np.int64]
+    position_offsets: npt.NDArray[np.int64]
+    name_ids: npt.NDArray[np.int64]
+    numbers: dict[str, int] = field(compare=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.numbers and self.names:
+            self.numbers.update({name: i for i, name in enumerate(self.names)})
+
+    @property
+    def size(self) -> int:
+        return len(self.position_offsets) - 1
+
+    @staticmethod
+    def empty() -> EntityGraph:
+        zero = np.zeros(1, np.int64)
+        return EntityGraph((), zero, np.zeros(0, np.int64), zero, np.zeros(0, np.int64))
+
+    def links(self, name: str) -> npt.NDArray[np.int64]:
+        row = self.numbers.get(name)
+        if row is None:
+            return np.zeros(0, np.int64)
+        return self.positions[self.offsets[row] : self.offsets[row + 1]]
+
+    def names_of(self, position: int) -> list[str]:
+        ids = self.name_ids[self.position_offsets[position] : self.position_offsets[position + 1]]
+        return [self.names[i] for i in ids.tolist()]
+
+    def merged(self, fresh: Sequence[Sequence[str]]) -> EntityGraph:
+        """This graph plus the names of the positions after it (``fresh[i]`` for position
+        ``size + i``)."""
+        numbers = dict(self.numbers)
+        names = list(self.names)
+        for name in sorted({n for ns in fresh for n in ns} - numbers.keys()):
+            numbers[name] = len(names)
+            names.append(name)
+        counts = np.fromiter((len(ns) for ns in fresh), np.int64, len(fresh))
+        new_ids = np.fromiter((numbers[n] for ns in fresh for n in ns), np.int64)
+        name_ids = np.concatenate([self.name_ids, new_ids])
+        position_offsets = np.concatenate(
+            [self.position_offsets, self.position_offsets[-1] + np.cumsum(counts)]
+        ).astype(np.int64)
+        link_positions = np.repeat(
+            np.arange(len(position_offsets) - 1, dtype=np.int64), np.diff(position_offsets)
+        )
+        order = np.lexsort((link_positions, name_ids))
+        offsets = np.zeros(len(names) + 1, np.int64)
+        np.cumsum(np.bincount(name_ids, minlength=len(names)), out=offsets[1:])
+        return EntityGraph(
+            tuple(names), offsets, link_positions[order], position_offsets, name_ids, numbers
+        )
+
+
+# Links appended since the graph's arrays were last rebuilt stay in a small dict of lists;
+# past this many (or a quarter of the arrays' links) they are merged into new arrays.
+FRESH_LINKS = 65536
+
+
 def code(values: list[str], value: str | None, default: int = 0) -> int:
     if value is None:
         return default
@@ -91,11 +191,22 @@ class OwnerIndex:
     ids: list[str] = field(default_factory=list)
     content_sha256: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    # the entity graph: arrays for positions below graph.size, plus the links appended since
+    # (name -> positions, and each later position's names)
+    graph: EntityGraph = field(default_factory=EntityGraph.empty)
     entity_positions: dict[str, list[int]] = field(default_factory=dict)
-    entity_names: list[list[str]] = field(default_factory=list)
+    fresh_names: list[list[str]] = field(default_factory=list)
+    fresh_links: int = 0
     max_rowid: int = 0
     write_seq: int = -1
     delete_seq: int = -1
+    saved_size: int = 0  # rows of this index saved beside the pack (retrieval/index_file.py)
+    # approximate vector search: the policy (None: always exact), where segments are saved,
+    # and the segments built so far (shared by every snapshot: a segment never changes)
+    ann: AnnPolicy | None = None
+    ann_dir: Path | None = None
+    segments: dict[tuple[int, int], Segment] = field(default_factory=dict)
+    segment_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         if not self.columns:
@@ -104,6 +215,16 @@ class OwnerIndex:
 
     def col(self, name: str) -> npt.NDArray[Any]:
         return self.columns[name][: self.size]
+
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` rows in all, so appending up to there never copies the arrays."""
+        if rows <= len(self.columns["rowid"]):
+            return
+        for name, array in self.columns.items():
+            self.columns[name] = np.resize(array, rows)
+        grown = np.zeros((rows, self.dimension), dtype=np.float32)
+        grown[: self.size] = self.vectors[: self.size]
+        self.vectors = grown
 
     def append(
         self,
@@ -117,12 +238,7 @@ class OwnerIndex:
         needed = self.size + len(rows)
         capacity = len(self.columns["rowid"])
         if needed > capacity:
-            capacity = max(needed, 2 * capacity, 1024)
-            for name, array in self.columns.items():
-                self.columns[name] = np.resize(array, capacity)
-            grown = np.zeros((capacity, self.dimension), dtype=np.float32)
-            grown[: self.size] = self.vectors[: self.size]
-            self.vectors = grown
+            self.reserve(max(needed, 2 * capacity))  # exact on the first fill: small owners
         start, end = self.size, needed
         for name, _ in NUMERIC_COLUMNS:
             self.columns[name][start:end] = [row[name] for row in rows]
@@ -133,11 +249,35 @@ class OwnerIndex:
             self.content_sha256.append(row["content_sha256"])
             self.evidence.append(row["evidence_refs"])
             names = entities.get(int(row["rowid"]), [])
-            self.entity_names.append(names)
+            self.fresh_names.append(names)
             for name in names:
                 self.entity_positions.setdefault(name, []).append(position)
+            self.fresh_links += len(names)
         self.size = end
         self.max_rowid = int(rows[-1]["rowid"])
+        if self.fresh_links > max(FRESH_LINKS, len(self.graph.positions) // 4):
+            self.compact_graph()
+
+    def compact_graph(self) -> None:
+        """Merge the appended links into new arrays (new objects: snapshots keep theirs)."""
+        self.graph = self.graph.merged(self.fresh_names)
+        self.entity_positions = {}
+        self.fresh_names = []
+        self.fresh_links = 0
+
+    def names_at(self, position: int) -> list[str]:
+        """The entity names linked to ``position``."""
+        if position < self.graph.size:
+            return self.graph.names_of(position)
+        return self.fresh_names[position - self.graph.size]
+
+    def entity_links(self, name: str) -> npt.NDArray[np.int64]:
+        """The positions (ascending, below ``size``) linked to ``name``."""
+        linked = self.graph.links(name)
+        fresh = self.entity_positions.get(name)
+        if fresh:
+            linked = np.concatenate([linked, np.asarray(fresh, dtype=np.int64)])
+        return linked[: int(np.searchsorted(linked, self.size))]
 
     def positions_of(
         self, rowids: Sequence[int]
@@ -164,26 +304,81 @@ class OwnerIndex:
     def vector_search(
         self, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Exact cosine top-k among masked positions; ties broken by position (rowid order)."""
-        return self.top_k(self.cosines(query), mask, k)
+        """Cosine top-k among masked positions; ties broken by position (rowid order). Exact,
+        or approximate past the policy's size (:meth:`scores`)."""
+        return self.top_k(self.scores(query), mask, k)
+
+    def uses_ann(self) -> bool:
+        """Whether the vector channel searches approximately at this size."""
+        return self.ann is not None and self.size >= self.ann.min_rows
+
+    def scores(self, query: npt.NDArray[np.float32]) -> VectorScores:
+        """The query's similarity to this index, for :meth:`top_k`: every exact cosine
+        (:meth:`cosines`) below the policy's size, else an approximate searcher."""
+        if self.uses_ann() and query.shape[-1] == self.dimension:
+            return QueryScores(self, query.astype(np.float32))
+        return self.cosines(query)
 
     def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """The query's cosine with every position (empty when the dimension differs)."""
         if self.size == 0 or query.shape[-1] != self.dimension:
             return np.zeros(0, np.float32)
-        # One BLAS thread: a matrix-vector product is memory-bound, and extra threads only add
-        # synchronisation (measured 1.2 ms vs 7–18 ms at 10k rows on a busy 2-core machine).
-        # The limit is process-wide, so scans on several threads take turns: otherwise one
-        # thread's exit could restore the default while another still scans, and a threaded
-        # BLAS kernel need not sum in the same order (the cosines must be the same bits).
-        with _SCAN_LOCK, _blas().limit(limits=1, user_api="blas"):
-            scores: npt.NDArray[np.float32] = self.vectors[: self.size] @ query.astype(np.float32)
-        return scores
+        return exact_dot(self.vectors[: self.size], query)
+
+    def segment(self, start: int, end: int) -> Segment:
+        """The graph over positions ``[start, end)``: built once (or loaded from the pack's
+        index directory), then shared."""
+        assert self.ann is not None
+        with self.segment_lock:
+            found = self.segments.get((start, end))
+            if found is not None:
+                return found
+            path = None
+            if self.ann_dir is not None:
+                key = segment_key(self.ann, self.dimension, self.ids[start:end])
+                path = self.ann_dir / f"{key}.usearch"
+                found = load_segment(path, start, end, self.ann, self.dimension)
+            if found is None:
+                found = build_segment(self.vectors, start, end, self.ann)
+                if path is not None:  # a read-only pack keeps the graph in memory only
+                    with suppress(OSError):
+                        save_segment(found, path)
+            self.segments[(start, end)] = found
+            return found
+
+    def ann_top_k(
+        self, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Approximate top-k among masked positions: each segment's neighbours plus the exact
+        tail, rescored exactly. A mask that keeps fewer than ``min_rows`` rows (or under a
+        quarter of them) is scanned exactly over its rows instead."""
+        assert self.ann is not None
+        size = self.size
+        allowed = size if mask.all() else int(np.count_nonzero(mask))
+        if allowed == 0 or k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        vectors = self.vectors
+        if allowed < self.ann.min_rows or 4 * allowed < size:
+            return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
+        ranges = segment_ranges(size, self.ann)
+        count = oversampled_count(k, size, allowed)
+        found = [
+            self.segment(a, b).search(query, count, self.ann.expansion_search) for a, b in ranges
+        ]
+        found.append(np.arange(ranges[-1][1] if ranges else 0, size, dtype=np.int64))
+        pool = np.unique(np.concatenate(found))
+        pool = pool[mask[pool]]
+        chosen, cosines = rescore_top_k(pool, query, vectors, k, exact_dot)
+        if chosen.size < min(k, allowed):  # the graphs found too few: scan the mask exactly
+            return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
+        return chosen, cosines
 
     def top_k(
-        self, scores: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+        self, scores: VectorScores, mask: npt.NDArray[np.bool_], k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """The ``k`` best masked positions of :meth:`cosines` scores, best first, then by position."""
+        """The ``k`` best masked positions of :meth:`scores`, best first, then by position."""
+        if isinstance(scores, QueryScores):
+            return scores.index.ann_top_k(scores.query, mask, k)
         if scores.size == 0 or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if mask.all():  # no scope filter: skip the gather
@@ -223,14 +418,17 @@ class OwnerIndex:
         found: dict[int, int] = {}
         seen = set(names)
         frontier = sorted(seen)
+        everything = bool(mask[: self.size].all())
         for hop in range(1, max_hops + 1):
             if not frontier or len(found) >= limit:
                 break
             lists = []
             for name in frontier:
-                positions = np.asarray(self.entity_positions.get(name, ()), dtype=np.int64)
-                positions = positions[positions < self.size]
-                positions = positions[mask[positions]]
+                positions = self.entity_links(name)
+                if everything and len(positions) > limit:
+                    continue  # a hub (no mask can shrink it)
+                if not everything:
+                    positions = positions[mask[positions]]
                 if 0 < len(positions) <= limit:
                     lists.append(positions)
             if not lists:
@@ -243,7 +441,23 @@ class OwnerIndex:
             taken = hits[order][: limit - len(found)].tolist()
             for position in taken:
                 found[position] = hop
-            next_names = {n for p in taken for n in self.entity_names[p]} - seen
+            next_names = {n for p in taken for n in self.names_at(p)} - seen
             seen |= next_names
             frontier = sorted(next_names)
         return found
+
+
+@dataclass(frozen=True)
+class QueryScores:
+    """A query against an index searched approximately (see :meth:`OwnerIndex.ann_top_k`)."""
+
+    index: OwnerIndex
+    query: npt.NDArray[np.float32]
+
+    @property
+    def size(self) -> int:
+        return self.index.size
+
+
+#: What :meth:`OwnerIndex.scores` returns: every exact cosine, or an approximate searcher.
+VectorScores = npt.NDArray[np.float32] | QueryScores

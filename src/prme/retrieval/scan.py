@@ -14,18 +14,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import numpy.typing as npt
 
-from prme.retrieval.owner_index import OwnerIndex
+from prme.retrieval.owner_index import OwnerIndex, VectorScores
 
-# (every position's cosine, the top positions, their cosines)
-Scan = tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.float32]]
+# (the query's scores: every position's exact cosine, or a large owner's approximate searcher;
+# the top positions; their cosines)
+Scan = tuple[VectorScores, npt.NDArray[np.int64], npt.NDArray[np.float32]]
 
 
 def scan(
     ix: OwnerIndex, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
 ) -> Scan:
-    """Every position's cosine, and the top ``k`` masked positions with their cosines."""
-    cosines = ix.cosines(query)
-    return (cosines, *ix.top_k(cosines, mask, k))
+    """The query's scores, and the top ``k`` masked positions with their cosines."""
+    scores = ix.scores(query)
+    return (scores, *ix.top_k(scores, mask, k))
 
 
 class ScanThread:

@@ -13,6 +13,7 @@ import numpy.typing as npt
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.owner_index import OwnerIndex
 
 
@@ -109,6 +110,11 @@ class Store(Protocol):
 
     # candidate generation (owner and scope filtered)
     def read_snapshot(self) -> AbstractContextManager[PackIdentity]: ...
+
+    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
+        """Build owner indexes that search vectors approximately past ``policy``'s size
+        (None: exact scans only); indexes cached under another policy are dropped."""
+        ...
 
     def owner_index(self, user_id: str) -> OwnerIndex | None: ...
 

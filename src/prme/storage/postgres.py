@@ -7,9 +7,11 @@ tell them apart except through the feature identity (``storage: postgres``, ``le
   sequences, the bound embedder. Every content write bumps ``write_seq`` in its own transaction,
   and each written owner's sequence in ``owner_sequences`` (what an owner's receipts record).
 - **Memories, vectors, entity links** in tables; vectors are pgvector ``vector(d)`` (typed when
-  the pack's embedder is bound). Vector search is **exact** cosine in the in-process
-  :class:`OwnerIndex`, refreshed incrementally from ``write_seq`` exactly as on SQLite (the
-  feature identity says ``vector_search: exact``); no ANN index is used.
+  the pack's embedder is bound). Vector search runs in the in-process :class:`OwnerIndex`,
+  refreshed incrementally from ``write_seq`` exactly as on SQLite: exact cosine, or the same
+  deterministic HNSW segments past the engine's ``vector_index_min_rows``
+  (:mod:`prme.retrieval.ann`; the feature identity's ``vector_search``), which are kept in
+  memory only (each process builds them on first use); pgvector's own HNSW is not used.
 - **One writer for content**: content writes take a pack-wide transaction-scoped advisory lock,
   so row ids grow in commit order and the incremental index refresh never misses a row.
 - **Lexical search**: a ``tsvector`` and token count derived from the content on insert (a
@@ -68,6 +70,7 @@ from prme.errors import (
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
@@ -206,6 +209,7 @@ class PostgresStore:
         self._local = threading.local()
         self._indexes: dict[str, OwnerIndex] = {}
         self._index_lock = threading.Lock()
+        self._ann: AnnPolicy | None = None
         self._embedder: dict[str, Any] | None = None
         self._closed = False
         connect_timeout = max(1, math.ceil(timeout))
@@ -701,6 +705,13 @@ class PostgresStore:
         return {int(r[0]): _row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
+    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
+        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
+        with self._index_lock:
+            if policy != self._ann:
+                self._indexes.clear()
+            self._ann = policy
+
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
@@ -714,7 +725,7 @@ class PostgresStore:
                 if index is not None and fresh and index.delete_seq == delete_seq:
                     return index.snapshot()
                 if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                    index = OwnerIndex(int(dimension))
+                    index = OwnerIndex(int(dimension), ann=self._ann)
                 rows = self._run(
                     conn,
                     f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, m.doc_len, v.vec FROM memories m"

@@ -41,6 +41,8 @@ from prme.models.enums import (
 )
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
+from prme.retrieval import index_file
+from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import (
     CONDITIONS,
@@ -75,6 +77,12 @@ from prme.storage.rows import VALUE_COLUMNS, node_rows
 from prme.storage.timeutil import from_us, opt_from_us
 
 DB_FILE = "pack.sqlite3"
+# Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
+INDEX_DIR = "index"
+# An owner index of at least this many rows is saved there (and again after growing by this
+# many rows, or an eighth): reopening the pack then loads it instead of rebuilding it.
+SAVE_INDEX_ROWS = 4096
+INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
@@ -247,6 +255,7 @@ class SQLiteStore:
         self._connections_lock = threading.Lock()
         self._indexes: dict[str, OwnerIndex] = {}
         self._index_lock = threading.Lock()
+        self._ann: AnnPolicy | None = None
         self._closed = False
         self._embedder: dict[str, Any] | None = None
         self._digest: tuple[int, pack_digest_.DigestState] | None = None
@@ -440,9 +449,11 @@ class SQLiteStore:
             yield self.pack_identity()
             return
         conn.execute("BEGIN")
+        self._local.snapshot_indexes = {}  # owner indexes seen by this read transaction
         try:
             yield self.pack_identity()
         finally:
+            self._local.snapshot_indexes = None
             conn.execute("COMMIT")
 
     def _initialize(self) -> None:
@@ -755,31 +766,60 @@ class SQLiteStore:
         return {int(r[0]): _row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
+    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
+        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
+        with self._index_lock:
+            if policy != self._ann:
+                self._indexes.clear()
+            self._ann = policy
+
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
         if dimension is None:
             return None
+        # Inside one read snapshot the owner's rows change only by this connection's own
+        # writes: its index is refreshed once (retrieval asks for it, then the lexical channel).
+        seen: dict[tuple[str, int], OwnerIndex] | None = getattr(
+            self._local, "snapshot_indexes", None
+        )
+        key = (user_id, self.conn.total_changes)
+        if seen is not None and key in seen:
+            return seen[key]
+        index = self._refreshed_index(user_id, int(dimension))
+        if seen is not None:
+            seen[key] = index
+        return index
+
+    def _refreshed_index(self, user_id: str, dimension: int) -> OwnerIndex:
         write_seq, delete_seq = self._sequences()
         with self._index_lock:
             index = self._indexes.get(user_id)
             if index is not None and index.write_seq == write_seq:
                 return index.snapshot()
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                index = OwnerIndex(int(dimension))
-            rows = self.conn.execute(
+                index = self._saved_index(user_id, int(dimension), delete_seq) or OwnerIndex(
+                    int(dimension), ann=self._ann, ann_dir=self.path / INDEX_DIR
+                )
+            if index.size == 0:  # a new index: its arrays get their final size at once
+                (count,) = self.conn.execute(
+                    "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,)
+                ).fetchone()
+                index.reserve(int(count))
+            # In batches, so a large owner's rows never all exist as Python objects at once.
+            cursor = self.conn.execute(
                 f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, d.sz, v.vec FROM memories m"
                 " JOIN vectors v ON v.rowid = m.rowid"
                 " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
                 " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid",
                 (user_id, index.max_rowid),
-            ).fetchall()
-            if rows:
+            )
+            while rows := cursor.fetchmany(INDEX_BATCH_ROWS):
                 entities: dict[int, list[str]] = {}
                 for rowid, name in self.conn.execute(
                     "SELECT memory_rowid, name FROM entities WHERE user_id = ?"
-                    " AND memory_rowid > ? ORDER BY memory_rowid, name",
-                    (user_id, index.max_rowid),
+                    " AND memory_rowid BETWEEN ? AND ? ORDER BY memory_rowid, name",
+                    (user_id, rows[0][0], rows[-1][0]),
                 ):
                     entities.setdefault(int(rowid), []).append(str(name))
                 vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
@@ -791,7 +831,51 @@ class SQLiteStore:
             index.write_seq = write_seq
             index.delete_seq = delete_seq
             self._indexes[user_id] = index
+            self._save_index(user_id, index)
             return index.snapshot()
+
+    def _saved_index(self, user_id: str, dimension: int, delete_seq: int) -> OwnerIndex | None:
+        """The owner's index saved beside the pack, when it matches the database (the pack,
+        the delete sequence, the dimension, and the owner's rows up to its last rowid)."""
+        directory = index_file.owner_directory(self.path / INDEX_DIR, user_id)
+        stamp = index_file.read_stamp(directory)
+        if stamp is None or (stamp.pack_id, stamp.user_id, stamp.delete_seq, stamp.dimension) != (
+            self._pack_id,
+            user_id,
+            delete_seq,
+            dimension,
+        ):
+            return None
+        (count,) = self.conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE user_id = ? AND rowid <= ?",
+            (user_id, stamp.max_rowid),
+        ).fetchone()
+        if int(count) != stamp.size:
+            return None
+        index = index_file.load(directory, stamp, ann=self._ann, ann_dir=self.path / INDEX_DIR)
+        if index is not None:
+            index.saved_size = stamp.size
+        return index
+
+    def _save_index(self, user_id: str, index: OwnerIndex) -> None:
+        """Save a large owner's index once it has grown enough since it was last saved (a
+        read-only pack, or a failed write, keeps it in memory only)."""
+        grown = index.size - index.saved_size
+        if self.read_only_mode or index.size < SAVE_INDEX_ROWS:
+            return
+        if grown < max(SAVE_INDEX_ROWS, index.saved_size // 8):
+            return
+        stamp = index_file.IndexStamp(
+            pack_id=self._pack_id,
+            user_id=user_id,
+            delete_seq=index.delete_seq,
+            dimension=index.dimension,
+            size=index.size,
+            max_rowid=index.max_rowid,
+        )
+        with suppress(OSError):
+            index_file.save(index, index_file.owner_directory(self.path / INDEX_DIR, user_id), stamp)
+            index.saved_size = index.size
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int

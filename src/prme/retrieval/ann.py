@@ -1,0 +1,212 @@
+"""Approximate vector search for large owners: deterministic HNSW segments (usearch).
+
+An owner with fewer than :attr:`AnnPolicy.min_rows` memories is scanned exactly (every
+cosine). From that size on, the owner's vectors (in position order, i.e. rowid order) are cut
+into chunks of ``chunk_rows`` rows; whole chunks are grouped into **segments**, each an HNSW
+graph over its rows, and the rows after the last whole chunk (the *tail*, fewer than
+``chunk_rows``) are scanned exactly. Segment boundaries depend only on the owner's row count
+(:func:`segment_ranges`: groups of ``max_segment_chunks`` chunks, then the binary
+decomposition of the remaining chunks), and each segment is built from scratch, in position
+order, on one thread, with fixed parameters. Its graph is therefore a function of its rows
+alone (never of when it was built, or of what was built before), so the same pack gives the
+same results in every process and every run; a segment built once is reused while its rows
+stay the same (persisted under the pack's index directory, keyed by its memory ids and the
+policy, and memory-mapped when reopened).
+
+The graph stores vectors quantized to int8: integer dot products are exact on every CPU, so
+the graph does not depend on the SIMD kernels of the machine that built it. Every candidate a
+graph returns is rescored with the float32 cosine the exact scan computes, and the best ``k``
+are ordered exactly as the exact scan orders them (cosine descending, then position). What the
+policy is, with every parameter and the library's version, is part of the engine's feature
+identity (:meth:`AnnPolicy.identity`): a ranking profile evaluated under one vector index is
+``inapplicable`` under another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+METHOD = "usearch-hnsw"
+METRIC = "cos"
+
+Dot = Callable[[npt.NDArray[np.float32], npt.NDArray[np.float32]], npt.NDArray[np.float32]]
+
+
+@cache
+def library_version() -> str:
+    return version("usearch")
+
+
+@dataclass(frozen=True)
+class AnnPolicy:
+    """When and how the vector channel searches approximately (all of it is identity)."""
+
+    # Exact scans below this many rows: at 100k rows of the benchmark workload one exact scan
+    # costs about what the segments' searches cost (k = 500), so the graphs start past that.
+    min_rows: int = 131072
+    chunk_rows: int = 32768  # segments hold whole chunks; at most this many rows in the tail
+    connectivity: int = 24
+    expansion_add: int = 192
+    expansion_search: int = 1024
+    quantization: str = "i8"
+    max_segment_chunks: int = 8  # the largest segment holds this many chunks
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "method": METHOD,
+            "library": f"usearch {library_version()}",
+            "metric": METRIC,
+            "quantization": self.quantization,
+            "exact_below_rows": self.min_rows,
+            "chunk_rows": self.chunk_rows,
+            "max_segment_chunks": self.max_segment_chunks,
+            "connectivity": self.connectivity,
+            "expansion_add": self.expansion_add,
+            "expansion_search": self.expansion_search,
+        }
+
+
+def segment_ranges(size: int, policy: AnnPolicy) -> list[tuple[int, int]]:
+    """The ``[start, end)`` position ranges of the graphs for ``size`` rows (pure).
+
+    ``size // chunk_rows`` whole chunks: groups of ``max_segment_chunks``, then the remaining
+    chunks as a binary decomposition, largest first. Rows past the last whole chunk are the
+    exactly scanned tail. Below ``min_rows`` there is no segment at all.
+    """
+    if size < policy.min_rows:
+        return []
+    chunk = policy.chunk_rows
+    chunks = size // chunk
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    while chunks >= policy.max_segment_chunks:
+        ranges.append((start, start + policy.max_segment_chunks * chunk))
+        start += policy.max_segment_chunks * chunk
+        chunks -= policy.max_segment_chunks
+    bit = 1 << max(chunks.bit_length() - 1, 0)
+    while chunks:
+        if chunks & bit:
+            ranges.append((start, start + bit * chunk))
+            start += bit * chunk
+            chunks -= bit
+        bit >>= 1
+    return ranges
+
+
+def segment_key(policy: AnnPolicy, dimension: int, ids: Sequence[str]) -> str:
+    """What a segment's graph is a function of: the policy, the dimension and its memory ids
+    in position order (a memory's vector never changes)."""
+    digest = hashlib.sha256()
+    digest.update(repr(sorted(policy.identity().items())).encode())
+    digest.update(f"\n{dimension}\n".encode())
+    digest.update("\n".join(ids).encode())
+    return digest.hexdigest()[:40]
+
+
+class Segment:
+    """One HNSW graph over positions ``[start, end)``; keys are positions."""
+
+    def __init__(self, start: int, end: int, graph: Any) -> None:
+        self.start, self.end, self._graph = start, end, graph
+
+    def search(
+        self, query: npt.NDArray[np.float32], count: int, expansion: int
+    ) -> npt.NDArray[np.int64]:
+        """Up to ``count`` positions near ``query`` (approximate; order irrelevant)."""
+        count = min(count, self.end - self.start)
+        if count <= 0:
+            return np.zeros(0, np.int64)
+        # expansion is a property of the index: set per call under the segment's lock
+        with _SEARCH_LOCK:
+            self._graph.expansion_search = max(expansion, count)
+            found = self._graph.search(query, count, threads=1)
+        keys: npt.NDArray[np.int64] = np.asarray(found.keys, dtype=np.int64)
+        return keys
+
+
+_SEARCH_LOCK = threading.Lock()
+
+
+def _new_graph(policy: AnnPolicy, dimension: int) -> Any:
+    from usearch.index import Index  # imported on first use: it costs 0.4 s
+
+    return Index(
+        ndim=dimension,
+        metric=METRIC,
+        dtype=policy.quantization,
+        connectivity=policy.connectivity,
+        expansion_add=policy.expansion_add,
+        expansion_search=policy.expansion_search,
+    )
+
+
+def build_segment(
+    vectors: npt.NDArray[np.float32], start: int, end: int, policy: AnnPolicy
+) -> Segment:
+    """The graph over ``vectors[start:end]``, inserted in position order on one thread."""
+    graph = _new_graph(policy, int(vectors.shape[1]))
+    keys = np.arange(start, end, dtype=np.uint64)
+    graph.add(keys, np.ascontiguousarray(vectors[start:end], dtype=np.float32), threads=1)
+    return Segment(start, end, graph)
+
+
+def load_segment(
+    path: Path, start: int, end: int, policy: AnnPolicy, dimension: int
+) -> Segment | None:
+    """A saved segment, memory-mapped (None when missing or unreadable: it is rebuilt)."""
+    if not path.is_file():
+        return None
+    graph = _new_graph(policy, dimension)
+    try:
+        graph.view(str(path))
+    except (RuntimeError, ValueError, OSError):
+        return None
+    if len(graph) != end - start:
+        return None
+    return Segment(start, end, graph)
+
+
+def save_segment(segment: Segment, path: Path) -> None:
+    """Write the segment atomically (a partial file never has the final name)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    try:
+        segment._graph.save(str(partial))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def oversampled_count(k: int, size: int, allowed: int) -> int:
+    """How many neighbours to ask each graph for so that about ``k`` survive a mask that
+    keeps ``allowed`` of ``size`` rows (pure)."""
+    if allowed <= 0:
+        return 0
+    return int(-(-k * size // allowed))
+
+
+def rescore_top_k(
+    positions: npt.NDArray[np.int64],
+    query: npt.NDArray[np.float32],
+    vectors: npt.NDArray[np.float32],
+    k: int,
+    dot: Dot,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """The ``k`` best of ``positions`` by float32 cosine, then position (``positions`` unique
+    and sorted)."""
+    if positions.size == 0 or k <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    cosines = dot(vectors[positions], query)
+    order = np.lexsort((positions, -cosines))[:k]
+    return positions[order].astype(np.int64), cosines[order]

@@ -1,0 +1,167 @@
+"""An owner index saved beside the pack, so a reopened pack does not rebuild it from rows.
+
+The files are a cache of what the database holds: the column arrays, the float32 vector
+matrix (memory-mapped when loaded, so only the rows a search touches become resident), the
+memory ids, content checksums and evidence, and the entity graph's CSR arrays. ``meta.json``
+is written last and stamps what the files were made from: the pack, the owner, the pack's
+delete sequence (moved by every delete and supersede, the only writes that change rows an index
+already holds), the dimension, and how many rows up to which rowid. The store loads the files
+only when the stamp matches the database (the owner's row count up to that rowid included), then
+appends the rows written since, as it does for an index kept in memory; anything else (a missing,
+partial, stale or unreadable directory) is ignored and the index is rebuilt from the rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from prme.retrieval.owner_index import NUMERIC_COLUMNS, EntityGraph, OwnerIndex
+
+FORMAT = 1
+META = "meta.json"
+
+
+@dataclass(frozen=True)
+class IndexStamp:
+    """What a saved owner index was made from."""
+
+    pack_id: str
+    user_id: str
+    delete_seq: int
+    dimension: int
+    size: int
+    max_rowid: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "pack_id": self.pack_id,
+            "user_id": self.user_id,
+            "delete_seq": self.delete_seq,
+            "dimension": self.dimension,
+            "size": self.size,
+            "max_rowid": self.max_rowid,
+        }
+
+
+def owner_directory(root: Path, user_id: str) -> Path:
+    """Where the owner's index is saved under ``root`` (the name never reveals the owner)."""
+    return root / f"owner-{hashlib.sha256(user_id.encode()).hexdigest()[:32]}"
+
+
+def read_stamp(directory: Path) -> IndexStamp | None:
+    try:
+        meta = json.loads((directory / META).read_text("utf-8"))
+        if meta.get("format") != FORMAT:
+            return None
+        return IndexStamp(
+            pack_id=str(meta["pack_id"]),
+            user_id=str(meta["user_id"]),
+            delete_seq=int(meta["delete_seq"]),
+            dimension=int(meta["dimension"]),
+            size=int(meta["size"]),
+            max_rowid=int(meta["max_rowid"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _strings(values: list[str]) -> npt.NDArray[np.bytes_]:
+    return np.array([v.encode() for v in values], dtype=np.bytes_)
+
+
+def _decoded(array: npt.NDArray[Any]) -> list[str]:
+    return [v.decode() for v in array.tolist()]
+
+
+def save(index: OwnerIndex, directory: Path, stamp: IndexStamp) -> None:
+    """Write ``index`` (its first ``stamp.size`` rows) to ``directory``, replacing what is
+    there; ``meta.json`` comes last, so a partial write is never loaded."""
+    size = stamp.size
+    graph = index.graph
+    if graph.size < size:
+        graph = graph.merged(index.fresh_names[: size - graph.size])
+    partial = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        np.save(partial / "vectors.npy", np.ascontiguousarray(index.vectors[:size]))
+        columns: dict[str, Any] = {name: index.col(name) for name, _ in NUMERIC_COLUMNS}
+        np.savez(partial / "columns.npz", **columns)
+        np.save(partial / "ids.npy", _strings(index.ids[:size]))
+        np.save(partial / "content_sha256.npy", _strings(index.content_sha256[:size]))
+        (partial / "evidence.json").write_text(json.dumps(index.evidence[:size]), "utf-8")
+        (partial / "names.json").write_text(json.dumps(list(graph.names)), "utf-8")
+        np.savez(
+            partial / "graph.npz",
+            offsets=graph.offsets,
+            positions=graph.positions,
+            position_offsets=graph.position_offsets,
+            name_ids=graph.name_ids,
+        )
+        (partial / META).write_text(json.dumps(stamp.as_json()), "utf-8")
+        old = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.old")
+        if directory.exists():
+            os.replace(directory, old)
+        os.replace(partial, directory)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | None:
+    """The saved index when its stamp is ``stamp`` (None otherwise, or when unreadable).
+    ``settings`` are the :class:`OwnerIndex` fields the store sets (``ann``, ``ann_dir``)."""
+    if read_stamp(directory) != stamp:
+        return None
+    size = stamp.size
+    try:
+        vectors = np.load(directory / "vectors.npy", mmap_mode="r")
+        with np.load(directory / "columns.npz") as stored:
+            columns = {name: np.array(stored[name], dtype=dtype) for name, dtype in NUMERIC_COLUMNS}
+        ids = _decoded(np.load(directory / "ids.npy"))
+        sha = _decoded(np.load(directory / "content_sha256.npy"))
+        evidence = [str(e) for e in json.loads((directory / "evidence.json").read_text("utf-8"))]
+        names = tuple(str(n) for n in json.loads((directory / "names.json").read_text("utf-8")))
+        with np.load(directory / "graph.npz") as arrays:
+            graph = EntityGraph(
+                names,
+                np.array(arrays["offsets"], np.int64),
+                np.array(arrays["positions"], np.int64),
+                np.array(arrays["position_offsets"], np.int64),
+                np.array(arrays["name_ids"], np.int64),
+            )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    shapes_ok = (
+        vectors.shape == (size, stamp.dimension)
+        and vectors.dtype == np.float32
+        and all(len(c) == size for c in columns.values())
+        and len(ids) == len(sha) == len(evidence) == size
+        and graph.size == size
+    )
+    if not shapes_ok or (size and int(columns["rowid"][-1]) != stamp.max_rowid):
+        return None
+    return OwnerIndex(
+        stamp.dimension,
+        size=size,
+        columns=columns,
+        vectors=vectors,
+        ids=ids,
+        content_sha256=sha,
+        evidence=evidence,
+        graph=graph,
+        max_rowid=stamp.max_rowid,
+        delete_seq=stamp.delete_seq,
+        **settings,
+    )
