@@ -17,6 +17,7 @@ import numpy.typing as npt
 from pydantic import ValidationError
 
 from prme.canonical import sha256_hex
+from prme.embed.base import embed_queries
 from prme.engine import Engine
 from prme.errors import InvalidInputError
 from prme.models.enums import NodeType, RetrievalMode, SourceType
@@ -281,7 +282,7 @@ def retrieve(
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    query_vector = engine.embedder.embed([query])[0]
+    query_vector = embed_queries(engine.embedder, [query])[0]
     timings["embed_query"] = (time.perf_counter() - t0) * 1000
 
     # ---- candidate generation inside one read snapshot: the pack identity matches the data
