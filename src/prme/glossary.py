@@ -21,6 +21,7 @@ FIELDS: dict[str, str] = {
     "node_id": "A memory's id (UUID).",
     "event_id": "The id of the store event that wrote the memory.",
     "rrf_channel_weights": "How rank fusion weights its channels: score_gap (each channel's own confidence) or null (plain RRF).",
+    "graph_specificity": "How the weighted formula reads the entity graph: hop_idf (each proximity weighed by how rare its hop is among the candidates) or null (raw proximity, the earlier formula).",
     "semantic_weight": "The vector channel's weight in this query's rank fusion (the two sum to 2).",
     "lexical_weight": "The lexical channel's weight in this query's rank fusion (the two sum to 2).",
     "duplicate": "True when store found the same text already stored (dedupe) and wrote nothing.",

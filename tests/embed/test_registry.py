@@ -12,7 +12,7 @@ from prme.errors import InvalidInputError
 
 
 def test_registered_names() -> None:
-    assert set(EMBEDDERS) == {"minilm", "hash"}
+    assert set(EMBEDDERS) == {"minilm", "e5", "hash"}
     assert DEFAULT_PROVIDER == "minilm"
 
 

@@ -42,7 +42,10 @@ def test_class_defaults() -> None:
 
 
 def test_version_id_vectors() -> None:
-    assert ScoringWeights().version_id == "95f3ec502933"
+    # the weighted default reads the graph channel by its specificity (graph_specificity
+    # "hop_idf"); the earlier weighted default (raw proximity) keeps its identity
+    assert ScoringWeights().version_id == "105aa8efe1b0"
+    assert ScoringWeights(graph_specificity=None).version_id == "95f3ec502933"
     # the reference's rrf (prme's earlier default) …
     assert ScoringWeights(
         fusion="rrf", rrf_recency_boost=0.25, rrf_tie_break="event_time"
@@ -59,7 +62,7 @@ def test_rrf_k_defaults_to_60_only_under_rrf() -> None:
     dropped = ScoringWeights(rrf_k=10, rrf_recency_boost=0.5, rrf_tie_break="event_time")
     assert (dropped.rrf_k, dropped.rrf_recency_boost, dropped.rrf_tie_break) == (None, None, None)
     assert dropped == ScoringWeights()
-    assert dropped.version_id == "95f3ec502933"
+    assert dropped.version_id == "105aa8efe1b0"
     channels = ScoringWeights(rrf_channel_weights="score_gap")
     assert channels.rrf_channel_weights is None and channels == ScoringWeights()
 

@@ -28,3 +28,14 @@ class Embedder(Protocol):
     def identity(self) -> EmbedderIdentity: ...
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """Query-side vectors. An asymmetric embedder (one with ``embed_query``, such as E5, which
+    prefixes queries and documents differently) embeds queries with it; every other embedder
+    embeds a query exactly as it embeds a memory."""
+    embed_query = getattr(embedder, "embed_query", None)
+    if callable(embed_query):
+        result: npt.NDArray[np.float32] = embed_query(texts)
+        return result
+    return embedder.embed(texts)

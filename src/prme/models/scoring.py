@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -34,6 +35,26 @@ Multiplier = float
 # with confidence-weighted channels a small k lets the trusted channel's head lead; k=60 (the
 # reference's) keeps the fused list near the weaker channel's middle ranks.
 PRODUCT_RRF_K = 10
+
+
+# Every field a complete scoring record held before ``graph_specificity`` existed
+# (``rrf_channel_weights`` is left out: it is omitted from a record when unset).
+_RECORD_FIELDS_BEFORE_GRAPH_SPECIFICITY: frozenset[str] = frozenset(
+    {
+        *(f"w_{name}" for name in ADDITIVE_FEATURES),
+        "w_epistemic",
+        "w_paths",
+        "recency_lambda",
+        "temporal_boost",
+        "node_type_boost",
+        "relevance_floor",
+        "current_update_multiplier",
+        "fusion",
+        "rrf_k",
+        "rrf_recency_boost",
+        "rrf_tie_break",
+    }
+)
 
 
 class RankingMultipliers(Frozen):
@@ -91,6 +112,27 @@ class ScoringWeights(Frozen):
     rrf_channel_weights: Literal["score_gap"] | None = Field(
         default=None, exclude_if=lambda v: v is None
     )
+    # How the weighted formula reads the graph channel. "hop_idf" (the default) weighs each
+    # candidate's graph proximity by how specific the graph evidence is for the query:
+    # ``ln(N/n_h) / ln(N)`` with N candidates of which n_h the graph reached at the candidate's
+    # hop (``prme.retrieval.features.graph_specificity``), as BM25's idf weighs a term by its
+    # rarity; None is the earlier formula (raw proximity). A complete scoring record written
+    # before this field existed means None, so recorded settings, receipts and profiles keep
+    # their meaning and their bytes (None is omitted from the dump). Weighted formula only.
+    graph_specificity: Literal["hop_idf"] | None = Field(
+        default="hop_idf", exclude_if=lambda v: v is None
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_before_graph_specificity(cls, data: Any) -> Any:
+        if (
+            isinstance(data, Mapping)
+            and "graph_specificity" not in data
+            and data.keys() >= _RECORD_FIELDS_BEFORE_GRAPH_SPECIFICITY
+        ):
+            return {**data, "graph_specificity": None}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> ScoringWeights:
@@ -100,6 +142,8 @@ class ScoringWeights(Frozen):
         if self.fusion == "rrf":
             if self.rrf_k is None:
                 object.__setattr__(self, "rrf_k", 60)
+            # rank fusion reads channel ranks, not the weighted formula's graph feature
+            object.__setattr__(self, "graph_specificity", None)
         elif (
             self.rrf_k is not None
             or self.rrf_recency_boost is not None
@@ -148,6 +192,8 @@ class ScoringWeights(Frozen):
             ",".join(f"{k}={v}" for k, v in sorted(self.node_type_boost.items())),
         ]
         text = ":".join(parts)
+        if self.graph_specificity is not None:
+            text += f":graph={self.graph_specificity}"
         if self.fusion == "rrf":
             text += f":rrf:{self.rrf_k}"
             if self.rrf_recency_boost is not None:

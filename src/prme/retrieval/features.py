@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -176,6 +177,37 @@ def minmax(values: FloatArray) -> FloatArray:
     return result
 
 
+def graph_specificity(graph: FloatArray) -> FloatArray:
+    """How specific the graph channel's evidence is for one query, per candidate:
+    ``ln(N/n_h) / ln(N)``.
+
+    ``N`` is the number of candidates and ``n_h`` how many of them the graph reached at the
+    candidate's hop (its proximity level: each hop has its own proximity). Like BM25's idf for
+    a term, being at a hop that many candidates share carries little evidence: the only
+    candidate at its hop gets 1, a hop that reached every candidate gives 0. A candidate the
+    graph did not reach gets 1 (its proximity is 0 anyway); fewer than two candidates cannot
+    be discriminated, so every factor is 1 and the proximity is unchanged.
+    """
+    total = int(graph.size)
+    factors: FloatArray = np.ones(total, dtype=np.float64)
+    if total < 2:
+        return factors
+    log_total = math.log(total)
+    levels, counts = np.unique(graph[graph != 0.0], return_counts=True)
+    for level, count in zip(levels.tolist(), counts.tolist(), strict=True):
+        factors[graph == level] = math.log(total / count) / log_total
+    return factors
+
+
+def graph_feature(graph: FloatArray, weights: ScoringWeights) -> FloatArray:
+    """The weighted formula's ``graph_proximity``: the proximity, weighed by
+    :func:`graph_specificity` when ``weights.graph_specificity`` is ``"hop_idf"``."""
+    if weights.graph_specificity is None:
+        return graph
+    result: FloatArray = graph * graph_specificity(graph)
+    return result
+
+
 def stated_times(ix: OwnerIndex, pos: Positions) -> npt.NDArray[np.int64]:
     event = ix.col("event_time")[pos]
     result: npt.NDArray[np.int64] = np.where(event == NO_TIME, ix.col("created_at")[pos], event)
@@ -198,7 +230,7 @@ def weighted_features(
     return {
         "semantic_similarity": semantic,
         "lexical_relevance": lexical,
-        "graph_proximity": graph,
+        "graph_proximity": graph_feature(graph, weights),
         "recency_factor": recency(ix.col("updated_at")[pos], now_us, weights.recency_lambda),
         "salience": salience,
         "confidence": confidence,

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from prme.embed.base import embed_queries
 from prme.engine import Engine
 from prme.models.receipt import PackIdentity
 from prme.models.retrieval import RetrievalResponse
@@ -62,7 +63,7 @@ def retrieve(engine: Engine, request: RetrievalRequest) -> RetrievalResponse:
     now = r.reference_time or engine.clock()
     analysis = analyze_query(r.query)
     with clock("embed_query"):
-        query_vector = engine.embedder.embed([r.query])[0]
+        query_vector = embed_queries(engine.embedder, [r.query])[0]
     with clock("candidates"):
         with store.read_snapshot() as snapshot:  # the pack identity matches the data read
             pack_identity = PackIdentity(
