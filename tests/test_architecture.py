@@ -65,7 +65,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "retrieval": FOUNDATION | {"models"},
     "learning": FOUNDATION | {"models", "retrieval"},
     "storage": FOUNDATION | {"models"},
-    "engine": FOUNDATION | {"models", "config", "embed", "storage"},
+    # The engine declares the feature identity, the vector index settings included.
+    "engine": FOUNDATION | {"models", "config", "embed", "retrieval", "storage"},
     "services": FOUNDATION
     | {"models", "config", "embed", "retrieval", "learning", "storage", "engine"},
     "client": FOUNDATION | {"models", "config", "embed", "engine", "services", "storage"},

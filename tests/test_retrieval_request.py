@@ -10,7 +10,7 @@ from prme.http.schemas import RetrievalFilters, RetrieveRequest
 from prme.learning import gate2
 from prme.mcp.server import MemoryTools
 from prme.models.enums import RetrievalMode
-from prme.retrieval.request import (
+from prme.models.request import (
     CONFIGURED_INPUTS,
     HTTP_FILTERS,
     MCP_NAMES,

@@ -30,11 +30,11 @@ from prme.models.profiles import (
 )
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord, RelevanceSubmission
+from prme.models.request import PARAMETERS, RetrievalRequest
 from prme.models.retention import ReceiptPruneSummary
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
-from prme.retrieval.request import PARAMETERS, RetrievalRequest
 from prme.services import holdout as gate2_service
 from prme.services import integrity as integrity_service
 from prme.services import learning as gate1_service
@@ -325,7 +325,7 @@ class MemoryClient:
     ) -> RetrievalResponse:
         """Hybrid retrieval with a saved receipt (``metadata.receipt_persisted`` says if it was).
 
-        The keywords are :class:`~prme.retrieval.request.RetrievalRequest`'s fields (a test
+        The keywords are :class:`~prme.models.request.RetrievalRequest`'s fields (a test
         checks names and defaults)."""
         given = locals()
         request = RetrievalRequest.unchecked({name: given[name] for name in PARAMETERS})

@@ -14,6 +14,7 @@ from prme.config import RetrievalConfig
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity, RetrievalReceipt
+from prme.models.request import CONFIGURED_INPUTS, PARAMETERS, RetrievalRequest, receipt_paths
 from prme.models.retrieval import RankingProfileResolution
 from prme.models.scoring import (
     RankingMultipliers,
@@ -28,7 +29,6 @@ from prme.retrieval.packing import pack
 from prme.retrieval.ranking import score_pool
 from prme.retrieval.receipt_builder import Outcome, build_receipt, build_response
 from prme.retrieval.replay import verify_receipt
-from prme.retrieval.request import CONFIGURED_INPUTS, PARAMETERS, RetrievalRequest, receipt_paths
 from prme.retrieval.scan import scan
 from prme.retrieval.selection import Caps, select_candidates
 from prme.retrieval.validate import validate_request

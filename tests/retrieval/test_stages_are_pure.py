@@ -11,9 +11,12 @@ import prme
 SRC = Path(prme.__file__).parent
 STAGES = (
     "validate", "candidates", "ranking", "selection", "packing", "receipt_builder", "replay",
-    "scan", "request",
+    "scan", "settings",
 )  # fmt: skip
-OUTER = ("prme.storage", "prme.services", "prme.engine", "prme.http", "prme.mcp", "prme.cli")
+OUTER = (
+    "prme.storage", "prme.services", "prme.engine", "prme.config", "prme.http", "prme.mcp",
+    "prme.cli",
+)  # fmt: skip
 
 
 def prme_imports(module: str) -> set[str]:

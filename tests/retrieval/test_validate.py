@@ -11,8 +11,8 @@ import pytest
 from prme.config import RetrievalConfig
 from prme.errors import InvalidInputError
 from prme.models.enums import RetrievalMode, Scope
+from prme.models.request import PARAMETERS, RetrievalRequest
 from prme.models.scoring import RankingMultipliers, ScoringWeights, product_default_scoring
-from prme.retrieval.request import PARAMETERS, RetrievalRequest
 from prme.retrieval.validate import validate_request
 
 CFG = RetrievalConfig(default_limit=7, token_budget=99)

@@ -28,9 +28,9 @@ from prme.models.holdout import (
 )
 from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.relevance import RelevanceSubmission, RelevanceSurface
+from prme.models.request import HTTP_ALIASES, HTTP_FILTERS, SURFACE_PARAMETERS, surface_model
 from prme.models.scoring import RankingMultipliers
 from prme.models.store_input import StoreFields
-from prme.retrieval.request import HTTP_ALIASES, HTTP_FILTERS, SURFACE_PARAMETERS, surface_model
 
 
 class Body(BaseModel):
@@ -62,7 +62,7 @@ class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# Generated from RetrievalRequest (prme.retrieval.request declares how the surfaces differ).
+# Generated from RetrievalRequest (prme.models.request declares how the surfaces differ).
 if TYPE_CHECKING:
     _RetrievalFilterFields = _Closed
     _RetrieveFields = Body

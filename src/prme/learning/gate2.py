@@ -32,9 +32,9 @@ from prme.models.holdout import (
     input_checksum,
 )
 from prme.models.receipt import RetrievalReceipt
+from prme.models.request import ARM_INPUT_KEYS, PAIRED_RECEIPT_FIELDS
 from prme.models.scope import ScopeInput, normalize_scope_key, scope_set_key
 from prme.models.scoring import RankingMultipliers
-from prme.retrieval.request import ARM_INPUT_KEYS, PAIRED_RECEIPT_FIELDS
 from prme.validation import invalid_input, require_owner
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

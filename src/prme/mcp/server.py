@@ -74,8 +74,8 @@ from prme.models.memory import MemoryRecord, StoreReceipt
 from prme.models.profiles import RankingProfile, RankingProfileState, RankingProfileStatus
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RecordedRelevance, RelevanceRecord
+from prme.models.request import MCP_NAMES, SURFACE_PARAMETERS, WIRE_TYPES, surface_default
 from prme.models.scoring import RankingMultipliers
-from prme.retrieval.request import MCP_NAMES, SURFACE_PARAMETERS, WIRE_TYPES, surface_default
 
 Transport = Literal["stdio", "http"]
 ReportT = TypeVar("ReportT", LearningEvaluation, FullRetrievalEvaluation)
@@ -582,7 +582,7 @@ RETRIEVE_PARAMETERS: dict[str, str] = {mcp: name for name, mcp in MCP_NAMES.item
 
 def _retrieve_signature() -> inspect.Signature:
     """memory_retrieve's published signature: the query, the owner, every surface parameter of
-    RetrievalRequest (MCP's names and JSON types, prme.retrieval.request) and ``details``."""
+    RetrievalRequest (MCP's names and JSON types, prme.models.request) and ``details``."""
     keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
     own = inspect.signature(MemoryTools.memory_retrieve).parameters
     generated = [

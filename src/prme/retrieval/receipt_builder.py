@@ -12,7 +12,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from prme.canonical import sha256_hex
-from prme.config import RetrievalConfig
 from prme.models.memory import MemoryNode
 from prme.models.receipt import (
     PackIdentity,
@@ -21,6 +20,7 @@ from prme.models.receipt import (
     RetrievalExecution,
     RetrievalReceipt,
 )
+from prme.models.request import PARAMETERS, input_keys
 from prme.models.retrieval import (
     CrossScopeHint,
     MemoryBundle,
@@ -36,8 +36,8 @@ from prme.retrieval.features import FusionInputs
 from prme.retrieval.owner_index import SCOPES, OwnerIndex
 from prme.retrieval.packing import Packed
 from prme.retrieval.ranking import Scored
-from prme.retrieval.request import PARAMETERS, input_keys
 from prme.retrieval.selection import Selection
+from prme.retrieval.settings import RetrievalSettings
 from prme.retrieval.validate import ValidRequest
 
 
@@ -86,7 +86,7 @@ def _recorded(value: Any) -> Any:
     return value
 
 
-def _recorded_inputs(o: Outcome, cfg: RetrievalConfig) -> dict[str, Any]:
+def _recorded_inputs(o: Outcome, cfg: RetrievalSettings) -> dict[str, Any]:
     """``execution.inputs``: every parameter whose receipt path is there (``RetrievalRequest``
     says which; the multipliers are the applied ones), then the configuration and the profile
     resolution the retrieval ran with (``CONFIGURED_INPUTS``)."""
@@ -117,7 +117,7 @@ class Built:
 def build_receipt(
     o: Outcome,
     ix: OwnerIndex,
-    cfg: RetrievalConfig,
+    cfg: RetrievalSettings,
     pack: PackIdentity,
     features_identity: Mapping[str, Any],
 ) -> Built:

@@ -10,14 +10,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from prme.config import RetrievalConfig
 from prme.errors import InvalidInputError
 from prme.models.enums import NodeType, RetrievalMode, Scope, SourceType
+from prme.models.request import RetrievalRequest
 from prme.models.scope import normalize_scope
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.retrieval.features import FilterSettings
 from prme.retrieval.fusion_methods import fusion_method
-from prme.retrieval.request import RetrievalRequest
+from prme.retrieval.settings import RetrievalSettings
 from prme.validation import (
     invalid_input,
     require_aware,
@@ -115,7 +115,7 @@ def _optional(value: Any, check: Any, field: str) -> Any:
 
 
 def validate_request(
-    r: RetrievalRequest, cfg: RetrievalConfig, default_scoring: ScoringWeights
+    r: RetrievalRequest, cfg: RetrievalSettings, default_scoring: ScoringWeights
 ) -> ValidRequest:
     """Every parameter of ``r`` checked, in signature order after the owner and the query."""
     owner = require_owner(r.user_id)

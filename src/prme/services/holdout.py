@@ -22,9 +22,9 @@ from prme.models.holdout import (
 )
 from prme.models.learning import LearningEvaluation
 from prme.models.receipt import RetrievalReceipt
+from prme.models.request import RetrievalRequest
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers
-from prme.retrieval.request import RetrievalRequest
 from prme.services import reports, retrieval
 from prme.services.learning import LEARNING_REPORT_OP
 from prme.services.receipts import get_receipt

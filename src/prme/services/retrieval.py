@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from prme.embed.base import embed_queries
 from prme.engine import Engine
 from prme.models.receipt import PackIdentity
+from prme.models.request import RetrievalRequest
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import scope_set_key
 from prme.models.scoring import adjusted_weights
@@ -24,7 +25,6 @@ from prme.retrieval.packing import pack
 from prme.retrieval.query import analyze_query
 from prme.retrieval.ranking import score_pool
 from prme.retrieval.receipt_builder import Outcome, build_receipt, build_response
-from prme.retrieval.request import RetrievalRequest
 from prme.retrieval.scan import SCAN_THREAD, finish
 from prme.retrieval.selection import Caps, select_candidates
 from prme.retrieval.validate import validate_request
