@@ -1,6 +1,7 @@
 """prme: a local-first memory engine whose ranking learns safely from explicit judgments."""
 
-from prme.client import AsyncMemoryClient, MemoryClient
+from prme.async_client import AsyncMemoryClient
+from prme.client import MemoryClient
 from prme.config import PRMEConfig
 from prme.errors import (
     FrozenPackError,
