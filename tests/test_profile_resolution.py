@@ -169,8 +169,8 @@ def test_inapplicable_when_the_feature_identity_changed(
 def test_inapplicable_under_another_vector_index(
     gold: Golden, tmp_path: Path, make_client: Callable[..., MemoryClient]
 ) -> None:
-    # the golden profile was evaluated with the default approximate vector index; the same
-    # pack retrieving with exact scans only (or another index size) does not apply it
+    # the golden profile was evaluated with the default exact vector scan; the same pack
+    # retrieving through the approximate index (at any index size) does not apply it
     path = tmp_path / "empty"
     same = make_client(path)
     profile = RankingProfile(
@@ -186,8 +186,8 @@ def test_inapplicable_under_another_vector_index(
     same.activate_ranking_profile(profile.profile_id, user_id=OWNER)
     assert resolution(same, same.retrieve(QUERY, user_id=OWNER, scope=SCOPES))[0] == "applied"
     for retrieval in (
-        RetrievalConfig(vector_index="exact"),
-        RetrievalConfig(vector_index_min_rows=1024),
+        RetrievalConfig(vector_index="hnsw"),
+        RetrievalConfig(vector_index="hnsw", vector_index_min_rows=1024),
     ):
         other = make_client(path, config=make_config(retrieval=retrieval))
         assert other.engine.feature_identity_sha256() != gold.holdout.feature_identity_sha256

@@ -240,7 +240,7 @@ def _config(**retrieval: Any) -> PRMEConfig:
 def test_a_pack_past_the_threshold_retrieves_through_saved_segments(
     pack_path: Path, make_client: Callable[..., MemoryClient]
 ) -> None:
-    config = _config(vector_index_min_rows=64)
+    config = _config(vector_index="hnsw", vector_index_min_rows=64)
     client = make_client(config=config)
     texts = sentences(300, seed=6)
     client.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
@@ -269,7 +269,9 @@ def test_the_vector_index_is_part_of_the_feature_identity(
 ) -> None:
     exact = make_client(tmp_path / "a", config=_config(vector_index="exact"))
     hnsw = make_client(tmp_path / "b", config=_config(vector_index="hnsw"))
-    lower = make_client(tmp_path / "c", config=_config(vector_index_min_rows=1024))
+    lower = make_client(
+        tmp_path / "c", config=_config(vector_index="hnsw", vector_index_min_rows=1024)
+    )
     assert exact.engine.feature_identity()["vector_search"] == "exact"
     digests = {c.engine.feature_identity_sha256() for c in (exact, hnsw, lower)}
     assert len(digests) == 3

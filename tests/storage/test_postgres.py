@@ -203,7 +203,7 @@ def test_documented_lexical_difference_porter2_stems(pg: MemoryClient, tmp_path:
     identity = pg.engine.feature_identity()
     # both backends search vectors the same way (the engine's policy, not the store's)
     assert identity["storage"] == "postgres"
-    assert identity["vector_search"] == sqlite_identity["vector_search"] != "exact"
+    assert identity["vector_search"] == sqlite_identity["vector_search"] == "exact"
     assert identity["lexical"]["backend"] == "postgres-tsvector-bm25"
     assert sqlite_identity["lexical"]["backend"] == "sqlite-fts5-bm25"
     assert {**identity, "storage": "", "lexical": ""} == {
