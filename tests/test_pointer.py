@@ -12,7 +12,7 @@ from support.golden import OWNER, SCOPES, Golden, fresh_pack
 
 from prme import InvalidInputError, MemoryClient, NotFoundError, Scope, StaleRankingProfileError
 from prme.models.profiles import RankingProfile
-from prme.services import profiles
+from prme.services import profile_transitions
 
 
 @pytest.fixture
@@ -334,7 +334,7 @@ def test_compare_and_swap_rejects_a_moved_pointer(
     memory.activate_ranking_profile(main.profile_id, user_id=OWNER)
     # The primitive every transition uses, called with a stale expectation.
     with pytest.raises(StaleRankingProfileError, match="inspect and retry") as stale:
-        profiles._change(
+        profile_transitions._change(
             memory.engine,
             OWNER,
             (Scope.PROJECT,),

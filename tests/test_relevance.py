@@ -13,7 +13,7 @@ from prme import MemoryClient
 from prme.errors import IntegrityError, InvalidInputError, NotFoundError
 from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.models.retrieval import RetrievalResponse
-from prme.services.relevance import RELEVANCE_OP, parse_record, relevance_op_id
+from prme.services.records import RELEVANCE_OP, parse_record, relevance_op_id
 from prme.storage.base import OpRecord
 
 FACTS = [

@@ -20,17 +20,15 @@ from prme.models.holdout import (
     FullRetrievalEvaluationConfig,
     FullRetrievalTrial,
 )
-from prme.models.learning import LearningEvaluation
 from prme.models.receipt import RetrievalReceipt
 from prme.models.request import RetrievalRequest
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers
-from prme.services import reports, retrieval
-from prme.services.learning import LEARNING_REPORT_OP
+from prme.services import records, reports, retrieval
 from prme.services.receipts import get_receipt
+from prme.services.records import HOLDOUT_REPORTS, LEARNING_REPORTS
 from prme.validation import require_aware, require_owner
 
-REPORT_OP = "full_retrieval_evaluation"
 # retrieve() arguments that run_full_retrieval_holdout sets itself.
 _ARM_ARGUMENTS = frozenset({"query", "user_id", "scope", "reference_time", "limit"})
 _PER_ARM = frozenset({"ranking_multipliers"})
@@ -56,9 +54,7 @@ def proposal_groups(
     explicitly named proposal group is caught too. None means the proposal report is not in
     this pack; disjointness is then checked at profile creation.
     """
-    report = reports.load(
-        engine, LEARNING_REPORT_OP, LearningEvaluation, user_id, proposal_input_checksum
-    )
+    report = records.find(engine, LEARNING_REPORTS, user_id, proposal_input_checksum)
     if report is None:
         return None
     return frozenset(
@@ -137,7 +133,7 @@ def evaluate(
             f"{gate2.FROZEN_PACK}: the receipts saw content write sequence {report.write_seq} "
             f"but it is now at {now}, so pack_digest would not describe them",
         )
-    attested = reports.attest_and_persist(engine, REPORT_OP, owner, report.input_checksum, report)
+    attested = reports.attest_and_persist(engine, HOLDOUT_REPORTS, owner, report.input_checksum, report)
     return attested
 
 
@@ -152,9 +148,9 @@ def get_evaluation(
     """
     owner = require_owner(user_id)
     gate2.require_digest(input_checksum, "input_checksum")
-    report = reports.load(engine, REPORT_OP, FullRetrievalEvaluation, owner, input_checksum)
+    report = records.find(engine, HOLDOUT_REPORTS, owner, input_checksum)
     if report is not None and not reports.verify(engine, report):
-        raise IntegrityError(f"stored {REPORT_OP} report {input_checksum} fails its attestation")
+        raise IntegrityError(f"stored {HOLDOUT_REPORTS.op_type} report {input_checksum} fails its attestation")
     return report
 
 

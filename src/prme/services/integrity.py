@@ -40,23 +40,14 @@ from prme.canonical import canonical_json, sha256_hex
 from prme.engine import Engine
 from prme.errors import IntegrityError
 from prme.models.base import Frozen
-from prme.models.holdout import FullRetrievalEvaluation
-from prme.models.learning import LearningEvaluation
 from prme.models.profiles import RankingProfile, RankingProfileState
+from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord
 from prme.models.retention import ReceiptPruneRecord
 from prme.models.scope import ScopeKey
-from prme.services import profiles, reports, retention
-from prme.services.holdout import REPORT_OP as HOLDOUT_REPORT_OP
-from prme.services.learning import LEARNING_REPORT_OP
-from prme.services.receipts import RECEIPT_OP, parse_receipt
-from prme.services.relevance import (
-    EVIDENCE_OP,
-    RELEVANCE_OP,
-    cut_evidence,
-    parse_evidence,
-    parse_record,
-)
+from prme.services import profiles, records, reports
+from prme.services.records import RecordKind
+from prme.services.relevance import cut_evidence
 from prme.storage.base import OpRecord
 from prme.storage.oplog_sql import op_columns, op_record, stored_payload
 from prme.storage.sqlite import SQLiteStore
@@ -77,10 +68,6 @@ CheckName = Literal[
     "retention",
 ]
 FTS_CHECK = "INSERT INTO memories_fts(memories_fts, rank) VALUES('integrity-check', 1)"
-_REPORTS: dict[str, type[LearningEvaluation] | type[FullRetrievalEvaluation]] = {
-    LEARNING_REPORT_OP: LearningEvaluation,
-    HOLDOUT_REPORT_OP: FullRetrievalEvaluation,
-}
 
 
 class IntegrityProblem(Frozen):
@@ -282,26 +269,34 @@ def _operations(store: SQLiteStore, found: _Findings, ledger: _Ledger) -> Iterat
             payload = stored_payload(row[7], str(row[2]), str(row[1]))
         except IntegrityError as exc:
             found.add("oplog", row[1], f"{exc} (seq {row[0]})")
-            if row[2] == RECEIPT_OP:
+            if row[2] == records.RECEIPTS.op_type:
                 ledger.unverified.add((str(row[3]), str(row[4])))
             continue
         op = op_record(row, payload)
         if sha256_hex(op.payload) != op.checksum:
             found.add("oplog", op.op_id, f"checksum mismatch ({op.op_type}, seq {op.seq})")
-            if op.op_type == RECEIPT_OP:
+            if op.op_type == records.RECEIPTS.op_type:
                 ledger.unverified.add((op.user_id, str(op.target_id)))
             continue
         yield op
 
 
 def _check_operations(engine: Engine, store: SQLiteStore, found: _Findings) -> None:
+    """Read every operation through its registered kind, then check what binds them together."""
     ledger = _Ledger()
     for op in _operations(store, found, ledger):
-        handler = _HANDLERS.get(op.op_type)
-        if handler is None:
+        kind = records.KINDS.get(op.op_type)
+        if kind is None:
             found.counts["other_operations"] += 1
+            if op.op_type not in records.LINK_OP_TYPES:
+                found.add("oplog", op.op_id, f"unknown operation type {op.op_type!r} (seq {op.seq})")
             continue
-        handler(engine, op, found, ledger)
+        if kind.counter is not None:
+            found.counts[kind.counter] += 1
+        if kind is records.EVIDENCE:
+            ledger.evidence.append(op)  # checked once every judgment has been read
+            continue
+        _read(engine, kind, op, found, ledger)
     for op, request_id, receipt_checksum in ledger.bindings:
         stored = ledger.receipts.get((op.user_id, request_id))
         if (op.user_id, request_id) in ledger.unverified:
@@ -319,37 +314,43 @@ def _check_operations(engine: Engine, store: SQLiteStore, found: _Findings) -> N
     _check_pointers(engine, found, ledger)
 
 
-def _receipt(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
-    found.counts["receipts"] += 1
-    if op.op_id != f"receipt:{op.target_id}":
-        found.add("receipt", op.op_id, "operation id does not name the receipt's request id")
+def _read(
+    engine: Engine, kind: RecordKind[Any], op: OpRecord, found: _Findings, ledger: _Ledger
+) -> None:
+    """One operation of a registered kind: its row's own rule, then its payload through the
+    kind's verify function in full (a receipt replays), then the owner and id rules; the
+    kind's collector keeps what later checks need (it sees None when the payload failed)."""
+    problem = kind.row_problem(op)
+    if problem is not None:
+        found.add(kind.check, op.op_id, problem)
         return
-    receipt = found.verify(
-        "receipt",
-        op.op_id,
-        lambda: parse_receipt(op.payload, op.user_id, str(op.target_id), verify_canonical=True),
+    record = found.verify(
+        kind.check, op.op_id, lambda: kind.parse(op, op.user_id, str(op.target_id), True)
     )
+    if record is not None and (kind.owner(record) != op.user_id or kind.op_id(record) != op.op_id):
+        found.add(kind.check, op.op_id, kind.mismatch)
+    _COLLECT[kind.check](engine, op, record, found, ledger)
+
+
+def _receipt(
+    engine: Engine, op: OpRecord, receipt: RetrievalReceipt | None, found: _Findings, ledger: _Ledger
+) -> None:
     if receipt is None:
         ledger.unverified.add((op.user_id, str(op.target_id)))
     else:  # parsed with the exact score and order replay, and canonical
         ledger.receipts[(op.user_id, str(op.target_id))] = receipt.checksum
 
 
-def _relevance(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
-    found.counts["relevance_records"] += 1
-    record = found.verify("relevance", op.op_id, lambda: parse_record(op, op.user_id))
+def _relevance(
+    engine: Engine, op: OpRecord, record: RelevanceRecord | None, found: _Findings, ledger: _Ledger
+) -> None:
     if record is not None:
         ledger.bindings.append((op, str(record.request_id), record.receipt_checksum))
         ledger.records[op.op_id] = (op, record)
 
 
-def _relevance_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
-    found.counts["relevance_evidence"] += 1
-    ledger.evidence.append(op)  # checked once every judgment has been read
-
-
 def _check_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
-    judged = ledger.records.get(op.op_id.removeprefix(f"{EVIDENCE_OP}:"))
+    judged = ledger.records.get(op.op_id.removeprefix(f"{records.EVIDENCE.op_type}:"))
     if judged is None:
         found.add("evidence", op.op_id, "evidence names no verified judgment")
         return
@@ -357,7 +358,7 @@ def _check_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Led
     evidence = found.verify(
         "evidence",
         op.op_id,
-        lambda: parse_evidence(op, op.user_id, str(record_op.target_id), verify_canonical=True),
+        lambda: records.EVIDENCE.parse(op, op.user_id, str(record_op.target_id), True),
     )
     if evidence is None or (record.user_id, str(record.request_id)) not in ledger.receipts:
         return  # the judgment's own binding check reports a missing or broken receipt
@@ -367,87 +368,55 @@ def _check_evidence(engine: Engine, op: OpRecord, found: _Findings, ledger: _Led
         found.add("evidence", op.op_id, f"evidence differs from receipt {record.request_id}")
 
 
-def _attested(engine: Engine, report: BaseModel) -> bool:
-    return reports.verify(engine, report)
-
-
-def _profile(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
-    found.counts["profiles"] += 1
-    try:
-        profile_id = uuid.UUID(str(op.target_id))
-    except ValueError:
-        found.add("profile", op.op_id, f"target {op.target_id!r} is not a profile id")
-        return
-    if op.op_id != profiles.profile_op_id(op.user_id, profile_id):
-        found.add("profile", op.op_id, "operation id does not match owner and profile id")
-        return
-    profile = found.verify(
-        "profile", op.op_id, lambda: profiles.load_profile(engine, op.user_id, profile_id)
-    )
+def _profile(
+    engine: Engine, op: OpRecord, profile: RankingProfile | None, found: _Findings, ledger: _Ledger
+) -> None:
     if profile is None:
         return
     for name, report in (("proposal", profile.proposal), ("holdout", profile.holdout)):
-        if not _attested(engine, report):
+        if not reports.verify(engine, report):
             found.add("profile", op.op_id, f"embedded {name} attestation does not verify")
-    ledger.profiles[(op.user_id, profile_id)] = profile
+    ledger.profiles[(op.user_id, profile.profile_id)] = profile
 
 
-def _report_op(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
-    found.counts["reports"] += 1
-    model = _REPORTS[op.op_type]
-    if op.op_id != f"{op.op_type}:{op.user_id}:{op.target_id}":
-        found.add("report", op.op_id, "operation id does not match owner and input checksum")
-        return
-    report = found.verify(
-        "report",
-        op.op_id,
-        lambda: reports.load(engine, op.op_type, model, op.user_id, str(op.target_id)),
-    )
-    if report is None:
-        return
-    if report.user_id != op.user_id or report.input_checksum != op.target_id:
-        found.add("report", op.op_id, "report owner or input_checksum does not match its record")
-    if not _attested(engine, report):
+def _report_op(
+    engine: Engine, op: OpRecord, report: BaseModel | None, found: _Findings, ledger: _Ledger
+) -> None:
+    if report is not None and not reports.verify(engine, report):
         found.add("report", op.op_id, "attestation does not verify with this pack's secret")
 
 
-def _state(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
-    found.counts["pointer_states"] += 1
-    # The profile service's own verifier (checksum, owner, change id, target, time, namespace).
-    state = found.verify("state", op.op_id, lambda: profiles._parse_state(op, op.user_id))
+def _state(
+    engine: Engine,
+    op: OpRecord,
+    state: RankingProfileState | None,
+    found: _Findings,
+    ledger: _Ledger,
+) -> None:
     if state is not None:
         ledger.chains[(op.user_id, str(op.namespace))].append((op.created_at_us, op.seq, state))
 
 
-def _parse_prune(op: OpRecord) -> ReceiptPruneRecord:
-    record = ReceiptPruneRecord.model_validate_json(op.payload)
-    if canonical_json(record) != op.payload:
-        raise IntegrityError("the audit record is not canonical")
-    if (
-        record.user_id != op.user_id
-        or op.target_id != str(record.prune_id)
-        or op.op_id != retention.audit_op_id(record.prune_id, record.part)
-    ):
-        raise IntegrityError("the audit record's owner, prune id or operation id does not match")
-    return record
-
-
-def _prune(engine: Engine, op: OpRecord, found: _Findings, ledger: _Ledger) -> None:
-    record = found.verify("retention", op.op_id, lambda: _parse_prune(op))
+def _prune(
+    engine: Engine,
+    op: OpRecord,
+    record: ReceiptPruneRecord | None,
+    found: _Findings,
+    ledger: _Ledger,
+) -> None:
     if record is not None:
         found.counts["pruned_receipts"] += len(record.receipts)
         ledger.pruned.append((op, record))
 
 
-_HANDLERS: dict[str, Callable[[Engine, OpRecord, _Findings, _Ledger], None]] = {
-    RECEIPT_OP: _receipt,
-    RELEVANCE_OP: _relevance,
-    EVIDENCE_OP: _relevance_evidence,
-    profiles.PROFILE_OP: _profile,
-    profiles.STATE_OP: _state,
-    LEARNING_REPORT_OP: _report_op,
-    HOLDOUT_REPORT_OP: _report_op,
-    retention.PRUNE_OP: _prune,
+# What each check keeps from the records it read (evidence is read after every judgment).
+_COLLECT: dict[str, Callable[[Engine, OpRecord, Any, _Findings, _Ledger], None]] = {
+    "receipt": _receipt,
+    "relevance": _relevance,
+    "profile": _profile,
+    "report": _report_op,
+    "state": _state,
+    "retention": _prune,
 }
 
 

@@ -14,11 +14,11 @@ from prme.learning.gate1 import evaluate_judgments
 from prme.limits import MAX_RECORDS_LIMIT
 from prme.models.learning import LearningConfig, LearningEvaluation
 from prme.models.scope import ScopeInput, normalize_scope_key
-from prme.services import reports
+from prme.services import records, reports
+from prme.services.records import LEARNING_REPORTS
 from prme.services.relevance import read_judgments
 from prme.validation import require_int, require_owner, require_text
 
-LEARNING_REPORT_OP = "learning_evaluation"
 TOO_MANY_RECORDS = "Feedback exceeds max_records; increase the bound or export a deliberate dataset"
 
 
@@ -60,7 +60,7 @@ def evaluate_learning(
         # Still paused: encoding the megabyte report allocates tens of thousands of containers,
         # which would otherwise trigger full collections over everything alive.
         return reports.attest_and_persist(
-            engine, LEARNING_REPORT_OP, owner, report.input_checksum, report
+            engine, LEARNING_REPORTS, owner, report.input_checksum, report
         )
 
 
@@ -71,4 +71,4 @@ def get_learning_evaluation(
     owner = require_owner(user_id)
     if not isinstance(input_checksum, str) or not re.fullmatch(r"[0-9a-f]{64}", input_checksum):
         raise InvalidInputError("input_checksum", "must be a SHA-256 hex digest", input_checksum)
-    return reports.load(engine, LEARNING_REPORT_OP, LearningEvaluation, owner, input_checksum)
+    return records.find(engine, LEARNING_REPORTS, owner, input_checksum)

@@ -10,7 +10,6 @@ re-parsing every whole receipt.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -29,29 +28,24 @@ from prme.models.relevance import (
     RelevanceRecord,
     RelevanceSubmission,
 )
+from prme.services import records
 from prme.services.receipts import RECEIPT_OP, get_receipt
-from prme.storage.base import OpRecord
+from prme.services.records import (
+    EVIDENCE,
+    EVIDENCE_OP,
+    JUDGMENTS,
+    RELEVANCE_OP,
+    evidence_op_id,
+    relevance_op_id,
+)
 from prme.storage.timeutil import to_us
 from prme.validation import invalid_input, require_owner, require_page_limit, require_uuid
 
-RELEVANCE_OP = "relevance_recorded"
-EVIDENCE_OP = "relevance_evidence"
 OWNED_RECEIPT_REQUIRED = "A saved retrieval receipt owned by this user is required"
 LABELS_NOT_CANDIDATES = "Relevance labels must refer to saved response candidates"
 CONTEXT_LABELS = "Context labels require included entries; positive labels require source content"
 DIFFERENT_JUDGMENT = "feedback_id already identifies a different relevance judgment"
 MISSING_RECEIPT = "Feedback references a missing retrieval receipt"
-
-
-def relevance_op_id(user_id: str, feedback_id: uuid.UUID) -> str:
-    """The operation id of a judgment (reference §D.2 step 7, §M.7)."""
-    name = json.dumps(["prme:relevance:v1", user_id, str(feedback_id)])
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
-
-
-def evidence_op_id(record_op_id: str) -> str:
-    """The operation id of a judgment's evidence: derived from the judgment's own op id."""
-    return f"{EVIDENCE_OP}:{record_op_id}"
 
 
 def missing_receipt(request_id: object) -> NotFoundError:
@@ -85,27 +79,6 @@ def check_labels(receipt: RetrievalReceipt, labels: Mapping[uuid.UUID, bool], su
             not candidate.in_context or (relevant and not candidate.has_content)
         ):
             raise InvalidInputError("labels", f"{CONTEXT_LABELS} ({node_id})", str(node_id))
-
-
-def parse_record(op: OpRecord, user_id: str) -> RelevanceRecord:
-    """A stored judgment, verified: canonical bytes, owner and feedback id."""
-    if op.op_type != RELEVANCE_OP or op.user_id != user_id:
-        raise IntegrityError("Relevance record owner or identity mismatch")
-    try:
-        record = RelevanceRecord.model_validate_json(op.payload)
-    except ValidationError as exc:
-        raise IntegrityError(
-            f"Relevance record checksum mismatch ({exc.errors()[0]['msg']})"
-        ) from None
-    if canonical_json(record) != op.payload:
-        raise IntegrityError("Relevance record checksum mismatch")
-    if (
-        record.user_id != user_id
-        or str(record.feedback_id) != op.target_id
-        or relevance_op_id(user_id, record.feedback_id) != op.op_id
-    ):
-        raise IntegrityError("Relevance record owner or identity mismatch")
-    return record
 
 
 def record_relevance(
@@ -152,7 +125,7 @@ def record_relevance(
     stored_op = engine.store.get_op(op_id)
     if stored_op is None:  # pragma: no cover - the insert was refused, so the row exists
         raise IntegrityError(f"relevance record {parsed.feedback_id} vanished")
-    stored = parse_record(stored_op, owner)
+    stored = JUDGMENTS.verified(stored_op, owner)
     if not stored.matches(parsed) or stored.receipt_checksum != record.receipt_checksum:
         raise InvalidInputError("feedback_id", DIFFERENT_JUDGMENT, str(parsed.feedback_id))
     return _warned(stored, receipt)
@@ -170,10 +143,7 @@ def get_relevance(engine: Engine, feedback_id: object, *, user_id: str) -> Relev
     """The owner's judgment, or None (another owner's feedback id looks missing)."""
     owner = require_owner(user_id)
     fid = require_uuid(feedback_id, "feedback_id")
-    op = engine.store.get_op(relevance_op_id(owner, fid))
-    if op is None:
-        return None
-    return parse_record(op, owner)
+    return records.get(engine, JUDGMENTS, owner, relevance_op_id(owner, fid))
 
 
 def iter_relevance(
@@ -183,28 +153,7 @@ def iter_relevance(
     for op in engine.store.iter_ops(
         RELEVANCE_OP, user_id, after_target=after_id, limit=limit, order_by_target=True
     ):
-        yield parse_record(op, user_id)
-
-
-def parse_evidence(
-    op: OpRecord, user_id: str, feedback_id: str, *, verify_canonical: bool = False
-) -> JudgmentEvidence:
-    """The stored evidence of the owner's judgment ``feedback_id``, checked against its
-    operation (``verify_canonical`` also re-encodes it and compares bytes, as ``prme pack
-    check`` does, which also checks the operation id)."""
-    if (op.op_type, op.user_id, op.target_id) != (EVIDENCE_OP, user_id, feedback_id):
-        raise IntegrityError(f"Relevance evidence identity mismatch ({op.op_id})")
-    try:
-        evidence = JudgmentEvidence.model_validate_json(op.payload)
-    except ValidationError as exc:
-        raise IntegrityError(
-            f"Relevance evidence {op.op_id} is invalid ({exc.errors()[0]['msg']})"
-        ) from None
-    if evidence.user_id != user_id or str(evidence.feedback_id) != feedback_id:
-        raise IntegrityError(f"Relevance evidence identity mismatch ({op.op_id})")
-    if verify_canonical and canonical_json(evidence) != op.payload:
-        raise IntegrityError(f"Relevance evidence {op.op_id} is not canonical")
-    return evidence
+        yield JUDGMENTS.verified(op, user_id)
 
 
 def cut_evidence(engine: Engine, record: RelevanceRecord) -> JudgmentEvidence:
@@ -238,7 +187,7 @@ def read_judgments(engine: Engine, user_id: str, *, limit: int) -> list[Judgment
         evidence = (
             _legacy_evidence(engine, user_id, feedback_id)
             if evidence_op is None
-            else parse_evidence(evidence_op, user_id, feedback_id)
+            else EVIDENCE.verified(evidence_op, user_id, feedback_id)
         )
         # record_checksum = SHA-256 of the record's canonical JSON, what reports bind
         judgments.append(Judgment(evidence, record_checksum))
@@ -250,7 +199,7 @@ def _legacy_evidence(engine: Engine, user_id: str, feedback_id: str) -> Judgment
     op = engine.store.get_op(relevance_op_id(user_id, uuid.UUID(feedback_id)))
     if op is None:
         raise IntegrityError(f"relevance record {feedback_id} vanished")
-    return cut_evidence(engine, parse_record(op, user_id))
+    return cut_evidence(engine, JUDGMENTS.verified(op, user_id))
 
 
 def _check_receipts(engine: Engine, user_id: str, judgments: list[Judgment]) -> None:

@@ -1,4 +1,5 @@
-"""Evaluation reports: attested with the pack secret, persisted append-only, read by checksum."""
+"""Evaluation reports: attested with the pack secret, persisted append-only (read back by
+checksum through :mod:`prme.services.records`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.services.receipts import RECEIPT_OP
+from prme.services.records import RecordKind, report_op_id
 from prme.storage.timeutil import to_us
 
 ReportT = TypeVar("ReportT", bound=BaseModel)
@@ -31,7 +33,7 @@ def verify(engine: Engine, report: BaseModel) -> bool:
 
 
 def attest_and_persist(
-    engine: Engine, op_type: str, user_id: str, report_checksum: str, report: ReportT
+    engine: Engine, kind: RecordKind[ReportT], user_id: str, report_checksum: str, report: ReportT
 ) -> ReportT:
     """Attest ``report`` (HMAC-SHA256 of its canonical content under the pack secret) and append
     it once: an identical re-evaluation is a no-op, a different one under the same checksum an
@@ -40,7 +42,8 @@ def attest_and_persist(
     members = {key: canonical_json(value) for key, value in unattested(report).items()}
     attestation = engine.store.attest(canonical_object(members))
     payload = canonical_object({**members, "attestation": canonical_json(attestation)})
-    op_id = f"{op_type}:{user_id}:{report_checksum}"
+    op_type = kind.op_type
+    op_id = report_op_id(op_type, user_id, report_checksum)
     named = _named_receipts(report)
     # Receipt retention removes receipts under this lock: a gate-2 report is appended only
     # while every receipt it names is still stored (gate-1 receipts are held by judgments).
@@ -78,15 +81,3 @@ def _named_receipts(report: BaseModel) -> list[str]:
     named.update(str(t.candidate_request_id) for t in report.trials)
     return sorted(named)
 
-
-def load(
-    engine: Engine, op_type: str, model: type[ReportT], user_id: str, report_checksum: str
-) -> ReportT | None:
-    """The owner's stored report with this checksum, verified, or None."""
-    ops = engine.store.find_ops(op_type, user_id, report_checksum)
-    if not ops:
-        return None
-    report = model.model_validate_json(ops[0].payload)
-    if canonical_json(report) != ops[0].payload:
-        raise IntegrityError(f"stored {op_type} report {report_checksum} is not canonical")
-    return report

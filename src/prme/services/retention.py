@@ -38,12 +38,15 @@ from prme.models.retention import (
     ReceiptPruneRecord,
     ReceiptPruneSummary,
 )
-from prme.services.holdout import REPORT_OP as HOLDOUT_REPORT_OP
 from prme.services.receipts import RECEIPT_OP
-from prme.services.relevance import RELEVANCE_OP
+from prme.services.records import (
+    HOLDOUT_REPORT_OP,
+    PRUNE_OP,
+    RELEVANCE_OP,
+    audit_op_id,
+)
 from prme.storage.timeutil import from_us, to_us
 
-PRUNE_OP = "receipt_prune"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -60,10 +63,6 @@ def require_retention(older_than: object) -> timedelta:
             "older_than", f"must be from 0 to {MAX_RETENTION_DAYS} days", older_than
         )
     return older_than if isinstance(older_than, timedelta) else timedelta(days=days)
-
-
-def audit_op_id(prune_id: uuid.UUID, part: int) -> str:
-    return f"{PRUNE_OP}:{prune_id}:{part}"
 
 
 def prune_receipts(
