@@ -220,37 +220,17 @@ def run_holdout(
         if baseline_multipliers is None
         else gate2.parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
     )
-    trials: list[FullRetrievalTrial] = []
-    for index, (group_id, query, relevant) in enumerate(items):
-        arms = []
-        for multipliers in (explicit_baseline, proposal.multipliers):
-            request = RetrievalRequest.unchecked(
-                {
-                    **retrieve_kwargs,
-                    "query": query,
-                    "user_id": owner,
-                    "scope": scopes,
-                    "reference_time": clock,
-                    "limit": limit,
-                    "ranking_multipliers": multipliers,
-                }
-            )
-            response = retrieval.retrieve(engine, request)
-            if not response.metadata.receipt_persisted:
-                raise IntegrityError(f"holdout query {index} lost its retrieval receipt")
-            arms.append(response.metadata.request_id)
-        trials.append(
-            gate2.parse_model(
-                FullRetrievalTrial,
-                {
-                    "group_id": group_id,
-                    "baseline_request_id": arms[0],
-                    "candidate_request_id": arms[1],
-                    "relevant_node_ids": relevant,
-                },
-                f"queries[{index}]",
-            )
-        )
+    arm_arguments = {
+        **retrieve_kwargs,
+        "user_id": owner,
+        "scope": scopes,
+        "reference_time": clock,
+        "limit": limit,
+    }
+    trials = [
+        _run_trial(engine, index, item, arm_arguments, (explicit_baseline, proposal.multipliers))
+        for index, item in enumerate(items)
+    ]
     return evaluate(
         engine,
         trials,
@@ -268,6 +248,38 @@ def run_holdout(
         ),
         config=config,
     )
+
+
+def _run_trial(
+    engine: Engine,
+    index: int,
+    item: tuple[str, str, Sequence[Any]],
+    arguments: Mapping[str, Any],
+    arms: tuple[RankingMultipliers | None, RankingMultipliers],
+) -> FullRetrievalTrial:
+    """Retrieve one holdout query in both arms (baseline, candidate) with identical
+    ``arguments``; the trial pairs their receipts."""
+    group_id, query, relevant = item
+    request_ids = []
+    for multipliers in arms:
+        request = RetrievalRequest.unchecked(
+            {**arguments, "query": query, "ranking_multipliers": multipliers}
+        )
+        response = retrieval.retrieve(engine, request)
+        if not response.metadata.receipt_persisted:
+            raise IntegrityError(f"holdout query {index} lost its retrieval receipt")
+        request_ids.append(response.metadata.request_id)
+    trial: FullRetrievalTrial = gate2.parse_model(
+        FullRetrievalTrial,
+        {
+            "group_id": group_id,
+            "baseline_request_id": request_ids[0],
+            "candidate_request_id": request_ids[1],
+            "relevant_node_ids": relevant,
+        },
+        f"queries[{index}]",
+    )
+    return trial
 
 
 def _recorded_baseline(

@@ -8,7 +8,8 @@ Everything is read in one consistent snapshot and nothing is repaired or written
   is orphaned;
 - ``digest``: the pack digest's state kept with the writes (:mod:`prme.storage.digest`)
   equals the one recomputed from every stored memory;
-- ``oplog``: every operation's payload matches its checksum;
+- ``oplog``: every operation's payload matches its checksum, and its type is a registered record
+  kind (:data:`prme.services.records.KINDS`) or a memory version link;
 - ``receipt``: every retrieval receipt parses, is canonical and replays its scores and order;
 - ``relevance``: every judgment verifies and is bound to a stored receipt with its checksum;
 - ``evidence``: every judgment's stored evidence is canonical, names its judgment, and equals
@@ -21,7 +22,9 @@ Everything is read in one consistent snapshot and nothing is repaired or written
 - ``retention``: every receipt-prune audit record parses, is canonical, names its owner and
   prune, and lists only receipts that are indeed gone.
 
-The checks read the SQLite pack's tables directly; other backends are reported as unsupported.
+Each record is read through its kind in :mod:`prme.services.records` (its row rule, its verify
+function in full, its owner and id rules), then the checks that bind records together run. The
+checks read the SQLite pack's tables directly; other backends are reported as unsupported.
 """
 
 from __future__ import annotations
