@@ -26,7 +26,7 @@ import math
 import re
 import uuid
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from prme.canonical import canonical_json
 from prme.engine import Engine
@@ -107,31 +107,7 @@ def prune_receipts(
             )
         audit_ids: list[str] = []
         if not dry_run and doomed:
-            part = 0
-            for owner in sorted(by_owner):
-                removed = by_owner[owner]
-                for start in range(0, len(removed), MAX_AUDITED_PER_RECORD):
-                    part += 1
-                    record = ReceiptPruneRecord(
-                        prune_id=prune_id,
-                        user_id=owner,
-                        part=part,
-                        pruned_at=now,
-                        cutoff=cutoff,
-                        older_than_days=keep.total_seconds() / 86400,
-                        receipts=tuple(removed[start : start + MAX_AUDITED_PER_RECORD]),
-                    )
-                    op_id = audit_op_id(prune_id, part)
-                    store.append_op(
-                        op_id=op_id,
-                        op_type=PRUNE_OP,
-                        user_id=owner,
-                        target_id=str(prune_id),
-                        namespace=None,
-                        created_at_us=to_us(now),
-                        payload=canonical_json(record),
-                    )
-                    audit_ids.append(op_id)
+            audit_ids = _append_audit(engine, prune_id, by_owner, now, cutoff, keep)
             store.delete_ops(RECEIPT_OP, [h.op_id for h in doomed])
     return ReceiptPruneSummary(
         prune_id=prune_id,
@@ -145,3 +121,42 @@ def prune_receipts(
         owners=len(by_owner),
         audit_op_ids=tuple(audit_ids),
     )
+
+
+def _append_audit(
+    engine: Engine,
+    prune_id: uuid.UUID,
+    by_owner: dict[str, list[PrunedReceipt]],
+    now: datetime,
+    cutoff: datetime,
+    keep: timedelta,
+) -> list[str]:
+    """Append the prune's audit records (per owner, in parts of at most
+    ``MAX_AUDITED_PER_RECORD`` receipts, numbered from 1 across owners); their op ids."""
+    audit_ids: list[str] = []
+    part = 0
+    for owner in sorted(by_owner):
+        removed = by_owner[owner]
+        for start in range(0, len(removed), MAX_AUDITED_PER_RECORD):
+            part += 1
+            record = ReceiptPruneRecord(
+                prune_id=prune_id,
+                user_id=owner,
+                part=part,
+                pruned_at=now,
+                cutoff=cutoff,
+                older_than_days=keep.total_seconds() / 86400,
+                receipts=tuple(removed[start : start + MAX_AUDITED_PER_RECORD]),
+            )
+            op_id = audit_op_id(prune_id, part)
+            engine.store.append_op(
+                op_id=op_id,
+                op_type=PRUNE_OP,
+                user_id=owner,
+                target_id=str(prune_id),
+                namespace=None,
+                created_at_us=to_us(now),
+                payload=canonical_json(record),
+            )
+            audit_ids.append(op_id)
+    return audit_ids
