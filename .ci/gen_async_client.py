@@ -83,12 +83,14 @@ def _method(name: str) -> str:
 
 
 def public_methods() -> list[str]:
-    """MemoryClient's public methods in definition order (so annotations resolve alike)."""
-    return [
-        name
-        for name, value in vars(MemoryClient).items()
-        if not name.startswith("_") and inspect.isfunction(value)
-    ]
+    """MemoryClient's public methods in definition order (so annotations resolve alike): its
+    own, then those it inherits (``prme.client.learning.LearningMethods``)."""
+    names: dict[str, None] = {}
+    for cls in MemoryClient.__mro__[:-1]:
+        for name, value in vars(cls).items():
+            if not name.startswith("_") and inspect.isfunction(value):
+                names.setdefault(name)
+    return list(names)
 
 
 def generated() -> str:

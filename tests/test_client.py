@@ -199,7 +199,13 @@ def test_async_client(pack_path: Path) -> None:
 
 
 def _methods(cls: type) -> dict[str, Callable[..., object]]:
-    return {n: v for n, v in vars(cls).items() if not n.startswith("_") and inspect.isfunction(v)}
+    """The public methods of ``cls`` in definition order, its own before those it inherits."""
+    found: dict[str, Callable[..., object]] = {}
+    for owner in cls.__mro__[:-1]:
+        for n, v in vars(owner).items():
+            if not n.startswith("_") and inspect.isfunction(v):
+                found.setdefault(n, v)
+    return found
 
 
 def test_async_client_has_every_method_with_the_same_signature() -> None:
