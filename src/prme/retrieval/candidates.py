@@ -89,11 +89,16 @@ def _lookup(
     return result
 
 
-def _members(size: int, members: Positions, wanted: Positions) -> BoolArray:
-    """Which of ``wanted`` (positions below ``size``) are among ``members``."""
-    table = np.zeros(size, dtype=np.bool_)
-    table[members] = True
-    result: BoolArray = table[wanted]
+def _members(members: Positions, wanted: Positions) -> BoolArray:
+    """Which of ``wanted`` (ascending, distinct) are among ``members``: by binary search, so
+    the cost follows the candidates, not the owner's size."""
+    result = np.zeros(len(wanted), dtype=np.bool_)
+    if len(wanted) == 0 or len(members) == 0:
+        return result
+    at = np.searchsorted(wanted, members)
+    inside = at < len(wanted)
+    at = at[inside]
+    result[at[wanted[at] == members[inside]]] = True
     return result
 
 
@@ -143,25 +148,28 @@ def candidate_pool(ix: OwnerIndex, hits: ChannelHits, settings: FilterSettings) 
     )
     pos = pool[keep_mask(ix, pool, settings)]
     n = len(pos)
-    on_vector = _members(ix.size, hits.vector_pos, pos)
-    on_lexical = _members(ix.size, hits.lexical_pos, pos)
+    on_vector = _members(hits.vector_pos, pos)
+    on_lexical = _members(hits.lexical_pos, pos)
+    on_graph = _members(graph_pos, pos)
     raw_cosine = np.zeros(n, dtype=np.float64)
     raw_cosine[on_vector] = _lookup(hits.vector_pos, hits.vector_cos, pos[on_vector])
     lexical = np.zeros(n, dtype=np.float64)
     lexical[on_lexical] = minmax(_lookup(hits.lexical_pos, hits.lexical_raw, pos[on_lexical]))
-    proximity = np.zeros(ix.size, dtype=np.float64)
-    proximity[graph_pos] = [GRAPH_PROXIMITY[hop] for hop in hits.graph.values()]
+    graph = np.zeros(n, dtype=np.float64)
+    if on_graph.any():
+        hops = np.array([GRAPH_PROXIMITY[hop] for hop in hits.graph.values()], np.float64)
+        graph[on_graph] = _lookup(graph_pos, hops, pos[on_graph])
     return CandidatePool(
         merged=len(pool),
         pos=pos,
         on_vector=on_vector,
         on_lexical=on_lexical,
-        on_graph=_members(ix.size, graph_pos, pos),
-        on_pinned=_members(ix.size, hits.pinned_pos, pos),
+        on_graph=on_graph,
+        on_pinned=_members(hits.pinned_pos, pos),
         raw_cosine=raw_cosine,
         semantic=np.maximum(0.0, raw_cosine),
         lexical=lexical,
-        graph=proximity[pos],
+        graph=graph,
         generated=hits.generated(len(pool)),
     )
 

@@ -13,7 +13,7 @@ query's expansion slices arrays instead of converting Python lists.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -207,6 +207,9 @@ class OwnerIndex:
     ann_dir: Path | None = None
     segments: dict[tuple[int, int], Segment] = field(default_factory=dict)
     segment_lock: threading.Lock = field(default_factory=threading.Lock)
+    # values derived from the columns, per size (shared by every snapshot: positions below a
+    # size never change, so a value computed over them stays right for that size)
+    derived: dict[str, tuple[int, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.columns:
@@ -279,8 +282,22 @@ class OwnerIndex:
             linked = np.concatenate([linked, np.asarray(fresh, dtype=np.int64)])
         return linked[: int(np.searchsorted(linked, self.size))]
 
+    def _derived(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` over positions ``[0, size)``, computed once per size."""
+        cached = self.derived.get(name)
+        if cached is not None and cached[0] == self.size:
+            return cached[1]
+        value = compute()
+        self.derived[name] = (self.size, value)
+        return value
+
+    def doc_len_total(self) -> int:
+        """The owner's token total in the lexical index (BM25's mean length times N)."""
+        total: int = self._derived("doc_len_total", lambda: int(self.col("doc_len").sum()))
+        return total
+
     def positions_of(
-        self, rowids: Sequence[int]
+        self, rowids: Sequence[int] | npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Positions of ``rowids`` (sorted column, binary search) and which of them were found."""
         wanted = np.asarray(rowids, dtype=np.int64)
@@ -394,7 +411,11 @@ class OwnerIndex:
         return allowed[chosen].astype(np.int64), sub[chosen]
 
     def pinned_mask(self) -> npt.NDArray[np.bool_]:
-        """``salience == 1`` or pinned, plus tasks that are tentative or stable."""
+        """``salience == 1`` or pinned, plus tasks that are tentative or stable (read-only)."""
+        mask: npt.NDArray[np.bool_] = self._derived("pinned_mask", self._pinned_mask)
+        return mask
+
+    def _pinned_mask(self) -> npt.NDArray[np.bool_]:
         task = self.col("node_type") == NODE_TYPES.index("task")
         open_state = np.isin(
             self.col("lifecycle"),
@@ -403,6 +424,7 @@ class OwnerIndex:
         result: npt.NDArray[np.bool_] = (
             (self.col("salience") == 1.0) | self.col("pinned") | (task & open_state)
         )
+        result.flags.writeable = False
         return result
 
     def graph_search(

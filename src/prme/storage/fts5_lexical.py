@@ -108,8 +108,30 @@ def _token_frequencies(conn: sqlite3.Connection, token: str) -> Postings:
     (docs,) = conn.execute(
         f"SELECT group_concat(doc) FROM {INSTANCE_TABLE} WHERE term = ?", (token,)
     ).fetchone()
-    rows, counts = np.unique(_integers(docs), return_counts=True)
-    return rows.astype(np.int64), counts.astype(np.float64)
+    return _run_lengths(_integers(docs))
+
+
+def _run_lengths(docs: npt.NDArray[np.int64]) -> Postings:
+    """Each distinct row of ``docs`` once, ascending, and how many times it occurs. FTS5 lists
+    a term's instances by row, so the runs are usually sorted already (a linear pass, no
+    sort); otherwise they are sorted first."""
+    if docs.size == 0:
+        return docs, np.zeros(0, np.float64)
+    if docs.size > 1 and bool((docs[1:] < docs[:-1]).any()):
+        docs = np.sort(docs, kind="stable")
+    starts = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
+    counts = np.diff(np.append(starts, docs.size)).astype(np.float64)
+    return docs[starts], counts
+
+
+def _distinct(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The distinct values of ``positions``, ascending."""
+    ordered = np.sort(positions)
+    if ordered.size < 2:
+        return ordered
+    keep = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+    result: npt.NDArray[np.int64] = ordered[keep]
+    return result
 
 
 def _phrase_frequencies(conn: sqlite3.Connection, tokens: Sequence[str]) -> Postings:
@@ -151,18 +173,18 @@ def owner_bm25(
             docs, freq = cache[tokens[0]]
         else:
             docs, freq = _phrase_frequencies(conn, tokens)
-        positions, mine = index.positions_of(docs.tolist())
+        positions, mine = index.positions_of(docs)
         per_phrase.append((positions, freq[mine]))
     matched = [positions for positions, _ in per_phrase if positions.size]
     if not matched:
         return []
-    pool = np.unique(np.concatenate(matched))
+    pool = matched[0] if len(matched) == 1 else _distinct(np.concatenate(matched))
     pool = pool[in_scope[pool]]
     if pool.size == 0:
         return []
     doc_len = index.col("doc_len")
     n_docs = index.size
-    avgdl = float(int(doc_len.sum())) / float(n_docs)
+    avgdl = float(index.doc_len_total()) / float(n_docs)
     idfs, frequencies = [], []
     for positions, freq in per_phrase:
         idfs.append(bm25_idf(n_docs, int(positions.size)))
@@ -176,4 +198,4 @@ def owner_bm25(
     scores = bm25_scores(idfs, frequencies, doc_len[pool].astype(np.float64), avgdl)
     rowids = index.col("rowid")[pool]
     order = np.lexsort((rowids, -scores))[:k]
-    return [(int(rowids[i]), float(scores[i])) for i in order.tolist()]
+    return list(zip(rowids[order].tolist(), scores[order].tolist(), strict=True))
