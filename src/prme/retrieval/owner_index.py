@@ -209,7 +209,9 @@ class OwnerIndex:
     segment_lock: threading.Lock = field(default_factory=threading.Lock)
     # values derived from the columns, per size (shared by every snapshot: positions below a
     # size never change, so a value computed over them stays right for that size)
-    derived: dict[str, tuple[int, Any]] = field(default_factory=dict, compare=False, repr=False)
+    derived_values: dict[str, tuple[int, Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not self.columns:
@@ -282,18 +284,18 @@ class OwnerIndex:
             linked = np.concatenate([linked, np.asarray(fresh, dtype=np.int64)])
         return linked[: int(np.searchsorted(linked, self.size))]
 
-    def _derived(self, name: str, compute: Callable[[], Any]) -> Any:
+    def derived(self, name: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` over positions ``[0, size)``, computed once per size."""
-        cached = self.derived.get(name)
+        cached = self.derived_values.get(name)
         if cached is not None and cached[0] == self.size:
             return cached[1]
         value = compute()
-        self.derived[name] = (self.size, value)
+        self.derived_values[name] = (self.size, value)
         return value
 
     def doc_len_total(self) -> int:
         """The owner's token total in the lexical index (BM25's mean length times N)."""
-        total: int = self._derived("doc_len_total", lambda: int(self.col("doc_len").sum()))
+        total: int = self.derived("doc_len_total", lambda: int(self.col("doc_len").sum()))
         return total
 
     def positions_of(
@@ -412,7 +414,7 @@ class OwnerIndex:
 
     def pinned_mask(self) -> npt.NDArray[np.bool_]:
         """``salience == 1`` or pinned, plus tasks that are tentative or stable (read-only)."""
-        mask: npt.NDArray[np.bool_] = self._derived("pinned_mask", self._pinned_mask)
+        mask: npt.NDArray[np.bool_] = self.derived("pinned_mask", self._pinned_mask)
         return mask
 
     def _pinned_mask(self) -> npt.NDArray[np.bool_]:
