@@ -52,6 +52,7 @@ LIFECYCLES = [s.value for s in LifecycleState]
 DECAYS = [d.value for d in DecayProfile]
 CONDITIONS = ["unknown", "true", "false", "expired"]
 NO_TIME = np.iinfo(np.int64).min
+SEGMENT_LOG = "segments.log"  # in a saved index's directory: the segment files built since
 NO_TTL = -1
 
 # (column name, numpy dtype); codes index the lists above.
@@ -207,6 +208,9 @@ class OwnerIndex:
     ann_dir: Path | None = None
     segments: dict[tuple[int, int], Segment] = field(default_factory=dict)
     segment_lock: threading.Lock = field(default_factory=threading.Lock)
+    # where the store saved this index (retrieval/index_file.py): each segment file built for
+    # it is logged there, so that a later save can delete the files it supersedes
+    index_dir: Path | None = None
     # values derived from the columns, per size (shared by every snapshot: positions below a
     # size never change, so a value computed over them stays right for that size)
     derived_values: dict[str, tuple[int, Any]] = field(
@@ -362,8 +366,14 @@ class OwnerIndex:
                 if path is not None:  # a read-only pack keeps the graph in memory only
                     with suppress(OSError):
                         save_segment(found, path)
+                        self._log_segment(path.stem)
             self.segments[(start, end)] = found
             return found
+
+    def _log_segment(self, key: str) -> None:
+        if self.index_dir is not None and self.index_dir.is_dir():
+            with (self.index_dir / SEGMENT_LOG).open("a", encoding="utf-8") as log:
+                log.write(f"{key}\n")
 
     def ann_top_k(
         self, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
