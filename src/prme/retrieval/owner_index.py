@@ -318,9 +318,15 @@ class OwnerIndex:
         """A view with a fixed size: later appends never change what it shows."""
         return replace(self)
 
+    def _all_positions(self) -> npt.NDArray[np.bool_]:
+        mask = np.ones(self.size, dtype=np.bool_)
+        mask.flags.writeable = False
+        return mask
+
     def scope_mask(self, scopes: Sequence[Scope] | None) -> npt.NDArray[np.bool_]:
-        if scopes is None:
-            return np.ones(self.size, dtype=np.bool_)
+        if scopes is None:  # every position (read-only, shared per size)
+            everything: npt.NDArray[np.bool_] = self.derived("all_positions", self._all_positions)
+            return everything
         codes = np.array(sorted({SCOPES.index(s.value) for s in scopes}), dtype=np.int8)
         return np.isin(self.col("scope"), codes)
 
