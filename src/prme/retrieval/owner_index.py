@@ -13,7 +13,7 @@ query's expansion slices arrays instead of converting Python lists.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -32,6 +32,7 @@ from prme.models.enums import (
     Scope,
     SourceType,
 )
+from prme.models.memory import MemoryNode
 from prme.retrieval.ann import (
     AnnPolicy,
     Segment,
@@ -52,6 +53,7 @@ LIFECYCLES = [s.value for s in LifecycleState]
 DECAYS = [d.value for d in DecayProfile]
 CONDITIONS = ["unknown", "true", "false", "expired"]
 NO_TIME = np.iinfo(np.int64).min
+NODE_CACHE = 4096
 SEGMENT_LOG = "segments.log"  # in a saved index's directory: the segment files built since
 NO_TTL = -1
 
@@ -208,6 +210,10 @@ class OwnerIndex:
     ann_dir: Path | None = None
     segments: dict[tuple[int, int], Segment] = field(default_factory=dict)
     segment_lock: threading.Lock = field(default_factory=threading.Lock)
+    # memories already fetched for a retrieval, by position (shared by every snapshot: the
+    # rows an index holds never change, a delete or supersede makes a new index), at most
+    # NODE_CACHE of them
+    nodes: dict[int, MemoryNode] = field(default_factory=dict, compare=False, repr=False)
     # where the store saved this index (retrieval/index_file.py): each segment file built for
     # it is logged there, so that a later save can delete the files it supersedes
     index_dir: Path | None = None
@@ -296,6 +302,23 @@ class OwnerIndex:
         value = compute()
         self.derived_values[name] = (self.size, value)
         return value
+
+    def memories(
+        self, positions: Sequence[int], fetch: Callable[[list[int]], Mapping[int, MemoryNode]]
+    ) -> list[MemoryNode]:
+        """The memories at ``positions``: those fetched before, the others by
+        ``fetch(rowids)`` (a mapping rowid → memory), kept for later retrievals."""
+        cached = self.nodes
+        have = {p: node for p in positions if (node := cached.get(p)) is not None}
+        missing = [p for p in dict.fromkeys(positions) if p not in have]
+        if missing:
+            rowids = self.col("rowid")[missing].tolist()
+            found = fetch(rowids)
+            if len(cached) + len(missing) > NODE_CACHE:
+                cached.clear()
+            for position, rowid in zip(missing, rowids, strict=True):
+                have[position] = cached[position] = found[rowid]
+        return [have[p] for p in positions]
 
     def doc_len_total(self) -> int:
         """The owner's token total in the lexical index (BM25's mean length times N)."""
