@@ -89,9 +89,15 @@ def _lookup(
     return result
 
 
-def _members(members: Positions, wanted: Positions) -> BoolArray:
-    """Which of ``wanted`` (ascending, distinct) are among ``members``: by binary search, so
-    the cost follows the candidates, not the owner's size."""
+def _members(size: int, members: Positions, wanted: Positions) -> BoolArray:
+    """Which of ``wanted`` (ascending, distinct positions below ``size``) are among
+    ``members``: through a table of the owner's size while that is cheap, else by binary
+    search, so that a large owner's cost follows the candidates, not its size."""
+    if size <= 64 * (len(members) + len(wanted)):
+        table = np.zeros(size, dtype=np.bool_)
+        table[members] = True
+        found: BoolArray = table[wanted]
+        return found
     result = np.zeros(len(wanted), dtype=np.bool_)
     if len(wanted) == 0 or len(members) == 0:
         return result
@@ -148,9 +154,9 @@ def candidate_pool(ix: OwnerIndex, hits: ChannelHits, settings: FilterSettings) 
     )
     pos = pool[keep_mask(ix, pool, settings)]
     n = len(pos)
-    on_vector = _members(hits.vector_pos, pos)
-    on_lexical = _members(hits.lexical_pos, pos)
-    on_graph = _members(graph_pos, pos)
+    on_vector = _members(ix.size, hits.vector_pos, pos)
+    on_lexical = _members(ix.size, hits.lexical_pos, pos)
+    on_graph = _members(ix.size, graph_pos, pos)
     raw_cosine = np.zeros(n, dtype=np.float64)
     raw_cosine[on_vector] = _lookup(hits.vector_pos, hits.vector_cos, pos[on_vector])
     lexical = np.zeros(n, dtype=np.float64)
@@ -165,7 +171,7 @@ def candidate_pool(ix: OwnerIndex, hits: ChannelHits, settings: FilterSettings) 
         on_vector=on_vector,
         on_lexical=on_lexical,
         on_graph=on_graph,
-        on_pinned=_members(hits.pinned_pos, pos),
+        on_pinned=_members(ix.size, hits.pinned_pos, pos),
         raw_cosine=raw_cosine,
         semantic=np.maximum(0.0, raw_cosine),
         lexical=lexical,
