@@ -473,16 +473,27 @@ def run_owners(owners: int, per_owner: int = 100) -> dict[str, Any]:
             result["rss_mib_after_open"] = _rss_mib()
             first: list[float] = []
             again: list[float] = []
+            cpu: list[float] = []
+            load_before = os.getloadavg()[0]
             for i, query in enumerate(asked):
                 owner = f"owner-{rng.randrange(owners):06d}"
                 for series in (first, again):  # the owner's first retrieve, then a second one
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     response = client.retrieve(query, user_id=owner, reference_time=NOW)
                     elapsed = (time.perf_counter() - t0) * 1000
+                    cpu_ms = (time.process_time() - c0) * 1000
                     if i >= WARMUP:
-                        series.append(elapsed - response.metadata.timing_ms.get("embed_query", 0))
+                        embed = response.metadata.timing_ms.get("embed_query", 0)
+                        series.append(elapsed - embed)
+                        if series is again:
+                            cpu.append(cpu_ms - embed)
             result["retrieve_ms_first_for_owner"] = _summary(first)
             result["retrieve_ms"] = _summary(again)
+            result["retrieve_process_cpu_ms"] = _summary(cpu)  # fairer on a loaded machine
+            result["load_average_1m"] = {
+                "before": round(load_before, 2),
+                "after": round(os.getloadavg()[0], 2),
+            }
             result["rss_mib_after_retrieves"] = _rss_mib()
         result["rss_mib_before_open"] = rss_before
         result["pack_bytes"] = _dir_bytes(pack)

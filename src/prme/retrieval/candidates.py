@@ -90,10 +90,21 @@ def _lookup(
 
 
 def _members(size: int, members: Positions, wanted: Positions) -> BoolArray:
-    """Which of ``wanted`` (positions below ``size``) are among ``members``."""
-    table = np.zeros(size, dtype=np.bool_)
-    table[members] = True
-    result: BoolArray = table[wanted]
+    """Which of ``wanted`` (ascending, distinct positions below ``size``) are among
+    ``members``: through a table of the owner's size while that is cheap, else by binary
+    search, so that a large owner's cost follows the candidates, not its size."""
+    if size <= 64 * (len(members) + len(wanted)):
+        table = np.zeros(size, dtype=np.bool_)
+        table[members] = True
+        found: BoolArray = table[wanted]
+        return found
+    result = np.zeros(len(wanted), dtype=np.bool_)
+    if len(wanted) == 0 or len(members) == 0:
+        return result
+    at = np.searchsorted(wanted, members)
+    inside = at < len(wanted)
+    at = at[inside]
+    result[at[wanted[at] == members[inside]]] = True
     return result
 
 
@@ -145,23 +156,26 @@ def candidate_pool(ix: OwnerIndex, hits: ChannelHits, settings: FilterSettings) 
     n = len(pos)
     on_vector = _members(ix.size, hits.vector_pos, pos)
     on_lexical = _members(ix.size, hits.lexical_pos, pos)
+    on_graph = _members(ix.size, graph_pos, pos)
     raw_cosine = np.zeros(n, dtype=np.float64)
     raw_cosine[on_vector] = _lookup(hits.vector_pos, hits.vector_cos, pos[on_vector])
     lexical = np.zeros(n, dtype=np.float64)
     lexical[on_lexical] = minmax(_lookup(hits.lexical_pos, hits.lexical_raw, pos[on_lexical]))
-    proximity = np.zeros(ix.size, dtype=np.float64)
-    proximity[graph_pos] = [GRAPH_PROXIMITY[hop] for hop in hits.graph.values()]
+    graph = np.zeros(n, dtype=np.float64)
+    if on_graph.any():
+        hops = np.array([GRAPH_PROXIMITY[hop] for hop in hits.graph.values()], np.float64)
+        graph[on_graph] = _lookup(graph_pos, hops, pos[on_graph])
     return CandidatePool(
         merged=len(pool),
         pos=pos,
         on_vector=on_vector,
         on_lexical=on_lexical,
-        on_graph=_members(ix.size, graph_pos, pos),
+        on_graph=on_graph,
         on_pinned=_members(ix.size, hits.pinned_pos, pos),
         raw_cosine=raw_cosine,
         semantic=np.maximum(0.0, raw_cosine),
         lexical=lexical,
-        graph=proximity[pos],
+        graph=graph,
         generated=hits.generated(len(pool)),
     )
 

@@ -25,10 +25,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from prme.retrieval.owner_index import NUMERIC_COLUMNS, EntityGraph, OwnerIndex
+from prme.retrieval.ann import segment_key, segment_ranges
+from prme.retrieval.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, EntityGraph, OwnerIndex
 
 FORMAT = 1
 META = "meta.json"
+SEGMENTS = "segments.json"  # the ANN segment files the saved index uses (their keys)
 
 
 @dataclass(frozen=True)
@@ -84,10 +86,48 @@ def _decoded(array: npt.NDArray[Any]) -> list[str]:
     return [v.decode() for v in array.tolist()]
 
 
+def segment_keys(index: OwnerIndex, ranges: list[tuple[int, int]]) -> set[str]:
+    """The file keys of ``index``'s ANN segments over ``ranges`` (none without a policy)."""
+    if index.ann is None:
+        return set()
+    return {segment_key(index.ann, index.dimension, index.ids[a:b]) for a, b in ranges}
+
+
+def _listed_segments(directory: Path) -> set[str]:
+    """The segment keys a saved index listed, and those logged as built for it since."""
+    try:
+        listed = json.loads((directory / SEGMENTS).read_text("utf-8"))
+    except (OSError, ValueError):
+        listed = []
+    try:
+        logged = (directory / SEGMENT_LOG).read_text("utf-8").split()
+    except OSError:
+        logged = []
+    keys = {str(k) for k in listed} if isinstance(listed, list) else set()
+    return keys | set(logged)
+
+
+def prune_segments(ann_dir: Path | None, keys: set[str]) -> None:
+    """Delete the segment files of ``keys`` (a process that still maps one keeps its pages)."""
+    if ann_dir is None:
+        return
+    for key in sorted(keys):
+        if len(key) == 40 and all(c in "0123456789abcdef" for c in key):  # segment_key's form
+            (ann_dir / f"{key}.usearch").unlink(missing_ok=True)
+
+
 def save(index: OwnerIndex, directory: Path, stamp: IndexStamp) -> None:
     """Write ``index`` (its first ``stamp.size`` rows) to ``directory``, replacing what is
-    there; ``meta.json`` comes last, so a partial write is never loaded."""
+    there; ``meta.json`` comes last, so a partial write is never loaded.
+
+    The owner's ANN segment files that no longer serve it are deleted: those the previous
+    save listed, or this index built, that are not segments of the index at ``stamp.size``
+    (after a delete every later position moves; as the owner grows, smaller segments are
+    replaced by larger ones). Only this owner's files are ever listed, so no other owner's
+    segments are touched."""
     size = stamp.size
+    current = segment_keys(index, segment_ranges(size, index.ann)) if index.ann else set()
+    superseded = (_listed_segments(directory) | segment_keys(index, list(index.segments))) - current
     graph = index.graph
     if graph.size < size:
         graph = graph.merged(index.fresh_names[: size - graph.size])
@@ -109,12 +149,15 @@ def save(index: OwnerIndex, directory: Path, stamp: IndexStamp) -> None:
             position_offsets=graph.position_offsets,
             name_ids=graph.name_ids,
         )
+        (partial / SEGMENTS).write_text(json.dumps(sorted(current)), "utf-8")
         (partial / META).write_text(json.dumps(stamp.as_json()), "utf-8")
         old = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.old")
         if directory.exists():
             os.replace(directory, old)
         os.replace(partial, directory)
         shutil.rmtree(old, ignore_errors=True)
+        index.index_dir = directory
+        prune_segments(index.ann_dir, superseded)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
 
@@ -163,5 +206,6 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
         graph=graph,
         max_rowid=stamp.max_rowid,
         delete_seq=stamp.delete_seq,
+        index_dir=directory,
         **settings,
     )

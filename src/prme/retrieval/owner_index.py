@@ -13,7 +13,7 @@ query's expansion slices arrays instead of converting Python lists.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -32,6 +32,7 @@ from prme.models.enums import (
     Scope,
     SourceType,
 )
+from prme.models.memory import MemoryNode
 from prme.retrieval.ann import (
     AnnPolicy,
     Segment,
@@ -52,6 +53,8 @@ LIFECYCLES = [s.value for s in LifecycleState]
 DECAYS = [d.value for d in DecayProfile]
 CONDITIONS = ["unknown", "true", "false", "expired"]
 NO_TIME = np.iinfo(np.int64).min
+NODE_CACHE = 4096
+SEGMENT_LOG = "segments.log"  # in a saved index's directory: the segment files built since
 NO_TTL = -1
 
 # (column name, numpy dtype); codes index the lists above.
@@ -207,6 +210,18 @@ class OwnerIndex:
     ann_dir: Path | None = None
     segments: dict[tuple[int, int], Segment] = field(default_factory=dict)
     segment_lock: threading.Lock = field(default_factory=threading.Lock)
+    # memories already fetched for a retrieval, by position (shared by every snapshot: the
+    # rows an index holds never change, a delete or supersede makes a new index), at most
+    # NODE_CACHE of them
+    nodes: dict[int, MemoryNode] = field(default_factory=dict, compare=False, repr=False)
+    # where the store saved this index (retrieval/index_file.py): each segment file built for
+    # it is logged there, so that a later save can delete the files it supersedes
+    index_dir: Path | None = None
+    # values derived from the columns, per size (shared by every snapshot: positions below a
+    # size never change, so a value computed over them stays right for that size)
+    derived_values: dict[str, tuple[int, Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not self.columns:
@@ -279,8 +294,39 @@ class OwnerIndex:
             linked = np.concatenate([linked, np.asarray(fresh, dtype=np.int64)])
         return linked[: int(np.searchsorted(linked, self.size))]
 
+    def derived(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` over positions ``[0, size)``, computed once per size."""
+        cached = self.derived_values.get(name)
+        if cached is not None and cached[0] == self.size:
+            return cached[1]
+        value = compute()
+        self.derived_values[name] = (self.size, value)
+        return value
+
+    def memories(
+        self, positions: Sequence[int], fetch: Callable[[list[int]], Mapping[int, MemoryNode]]
+    ) -> list[MemoryNode]:
+        """The memories at ``positions``: those fetched before, the others by
+        ``fetch(rowids)`` (a mapping rowid → memory), kept for later retrievals."""
+        cached = self.nodes
+        have = {p: node for p in positions if (node := cached.get(p)) is not None}
+        missing = [p for p in dict.fromkeys(positions) if p not in have]
+        if missing:
+            rowids = self.col("rowid")[missing].tolist()
+            found = fetch(rowids)
+            if len(cached) + len(missing) > NODE_CACHE:
+                cached.clear()
+            for position, rowid in zip(missing, rowids, strict=True):
+                have[position] = cached[position] = found[rowid]
+        return [have[p] for p in positions]
+
+    def doc_len_total(self) -> int:
+        """The owner's token total in the lexical index (BM25's mean length times N)."""
+        total: int = self.derived("doc_len_total", lambda: int(self.col("doc_len").sum()))
+        return total
+
     def positions_of(
-        self, rowids: Sequence[int]
+        self, rowids: Sequence[int] | npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Positions of ``rowids`` (sorted column, binary search) and which of them were found."""
         wanted = np.asarray(rowids, dtype=np.int64)
@@ -295,9 +341,15 @@ class OwnerIndex:
         """A view with a fixed size: later appends never change what it shows."""
         return replace(self)
 
+    def _all_positions(self) -> npt.NDArray[np.bool_]:
+        mask = np.ones(self.size, dtype=np.bool_)
+        mask.flags.writeable = False
+        return mask
+
     def scope_mask(self, scopes: Sequence[Scope] | None) -> npt.NDArray[np.bool_]:
-        if scopes is None:
-            return np.ones(self.size, dtype=np.bool_)
+        if scopes is None:  # every position (read-only, shared per size)
+            everything: npt.NDArray[np.bool_] = self.derived("all_positions", self._all_positions)
+            return everything
         codes = np.array(sorted({SCOPES.index(s.value) for s in scopes}), dtype=np.int8)
         return np.isin(self.col("scope"), codes)
 
@@ -343,8 +395,14 @@ class OwnerIndex:
                 if path is not None:  # a read-only pack keeps the graph in memory only
                     with suppress(OSError):
                         save_segment(found, path)
+                        self._log_segment(path.stem)
             self.segments[(start, end)] = found
             return found
+
+    def _log_segment(self, key: str) -> None:
+        if self.index_dir is not None and self.index_dir.is_dir():
+            with (self.index_dir / SEGMENT_LOG).open("a", encoding="utf-8") as log:
+                log.write(f"{key}\n")
 
     def ann_top_k(
         self, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
@@ -394,7 +452,11 @@ class OwnerIndex:
         return allowed[chosen].astype(np.int64), sub[chosen]
 
     def pinned_mask(self) -> npt.NDArray[np.bool_]:
-        """``salience == 1`` or pinned, plus tasks that are tentative or stable."""
+        """``salience == 1`` or pinned, plus tasks that are tentative or stable (read-only)."""
+        mask: npt.NDArray[np.bool_] = self.derived("pinned_mask", self._pinned_mask)
+        return mask
+
+    def _pinned_mask(self) -> npt.NDArray[np.bool_]:
         task = self.col("node_type") == NODE_TYPES.index("task")
         open_state = np.isin(
             self.col("lifecycle"),
@@ -403,6 +465,7 @@ class OwnerIndex:
         result: npt.NDArray[np.bool_] = (
             (self.col("salience") == 1.0) | self.col("pinned") | (task & open_state)
         )
+        result.flags.writeable = False
         return result
 
     def graph_search(

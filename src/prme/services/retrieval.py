@@ -93,9 +93,7 @@ def retrieve(engine: Engine, request: RetrievalRequest) -> RetrievalResponse:
         caps = Caps(r.result_limit, r.min_score, r.max_per_source, r.max_per_evidence)
         selection = select_candidates(ix, pool, scored, caps)
     with clock("pack"):
-        rowids = [int(ix.col("rowid")[p]) for p in selection.positions]
-        found = store.get_memories_by_rowid(rowids)
-        nodes = [found[rowid] for rowid in rowids]
+        nodes = ix.memories(selection.positions, store.get_memories_by_rowid)
         packed = pack([(m.content, m.event_time or m.created_at) for m in nodes], r.token_budget)
     outcome = Outcome(
         uuid.uuid4(), r, now, resolution, multipliers, pool, scored, selection, nodes, packed, hints
