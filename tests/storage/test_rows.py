@@ -6,6 +6,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 
+from prme.models.memory import MemoryNode
 from prme.services.memories import build_node
 from prme.storage.rows import VALUE_COLUMNS, node_rows
 from prme.timeutil import to_us
@@ -44,3 +45,33 @@ def test_a_batch_encodes_each_node_as_it_would_alone() -> None:
     assert values[0]["evidence_refs"] == "[]" and values[0]["event_time"] is None
     assert json.loads(values[2]["evidence_refs"]) == [str(ref)]
     assert values[2]["created_at"] == to_us(NOW) + 1_000_000
+
+
+def test_built_nodes_equal_their_validated_form() -> None:
+    """build_node constructs its node without validating it again: every field equals what
+    validating the same values gives, and so does the set of given fields."""
+    nodes = [
+        build_node("plain", user_id="a", now=NOW),
+        build_node(
+            "all of it",
+            user_id="a",
+            now=NOW.astimezone(timezone(timedelta(hours=-3))),
+            scope="project",
+            node_type="instruction",
+            role="tool",
+            session_id="s",
+            confidence=1,
+            metadata={"condition_state": "active"},
+            event_time=NOW,
+            valid_to=NOW + timedelta(days=1),
+            ttl_days=0,
+            pinned=True,
+        ),
+    ]
+    for node in nodes:
+        validated = MemoryNode.model_validate(dict(node))
+        assert dict(node) == dict(validated)
+        assert list(dict(node)) == list(MemoryNode.model_fields)
+        assert node.model_fields_set == validated.model_fields_set
+        assert node.created_at.tzinfo is UTC and node.valid_from.tzinfo is UTC
+    assert nodes[1].confidence == 1.0 and isinstance(nodes[1].confidence, float)

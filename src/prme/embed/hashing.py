@@ -53,11 +53,14 @@ class HashingEmbedder:
             rows.extend([row] * len(grams))
         if codes:
             packed = np.asarray(codes, dtype=np.int64)
-            signs = np.where(packed & 1, 1.0, -1.0).astype(np.float32)
-            # ±1 sums are exact in float32 whatever the order, so add.at matches a loop.
-            np.add.at(out, (np.asarray(rows, dtype=np.int64), packed >> 1), signs)
-        for row in range(len(texts)):
-            norm = float(np.linalg.norm(out[row]))
-            if norm > 0:
-                out[row] /= norm
+            signs = np.where(packed & 1, 1.0, -1.0)
+            # ±1 sums are exact whatever the order, so one bincount matches a loop.
+            cells = np.asarray(rows, dtype=np.int64) * self._dimension + (packed >> 1)
+            sums = np.bincount(cells, weights=signs, minlength=out.size)
+            out = sums.astype(np.float32).reshape(out.shape)
+        # The squares of the integer sums add up exactly in any order, so the norms equal
+        # np.linalg.norm of each row; rows without tokens stay zero.
+        norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+        nonzero = norms > 0
+        out[nonzero] /= norms[nonzero, None]
         return out

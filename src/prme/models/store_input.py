@@ -35,6 +35,7 @@ from prme.validation import invalid_input, require_aware, require_text
 MAX_CONTENT_BYTES = 1_000_000
 MAX_METADATA_DEPTH = 64
 MAX_TTL_DAYS = 1_000_000
+_SCOPES = {scope.value: scope for scope in Scope}
 
 
 class StoreFields(BaseModel):
@@ -129,6 +130,8 @@ class StoreInput(StoreFields):
     @field_validator("scope", mode="before")
     @classmethod
     def _scope(cls, value: Any) -> Scope:
+        if isinstance(value, str) and value in _SCOPES:  # one scope name: the common case
+            return _SCOPES[value]
         scopes = normalize_scope(value, "scope")
         if scopes is None or len(scopes) != 1:
             raise InvalidInputError("scope", "a memory belongs to exactly one scope", value)

@@ -58,6 +58,7 @@ def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
         return found
 
     empty = json.dumps([])
+    encode_metadata = canonical_json
     out = []
     for node in nodes:
         metadata = node.metadata
@@ -73,7 +74,7 @@ def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
                 node.node_type.value,
                 node.content,
                 sha256_hex(node.content),
-                None if metadata is None else canonical_json(metadata),
+                None if metadata is None else encode_metadata(metadata),
                 condition,
                 node.session_id,
                 node.role,
@@ -93,7 +94,8 @@ def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
                 us(node.last_reinforced_at),
                 node.reinforcement_boost,
                 bool(node.pinned),
-                json.dumps([str(r) for r in refs]) if refs else empty,
+                # json.dumps of the id strings (no character in them needs escaping)
+                '["' + '", "'.join([str(r) for r in refs]) + '"]' if refs else empty,
                 node.ttl_days,
             )
         )

@@ -649,7 +649,7 @@ class SQLiteStore:
         if not nodes:
             return
         rows = node_rows(nodes)
-        blobs = [np.ascontiguousarray(vectors[i], dtype="<f4").tobytes() for i in range(len(rows))]
+        blobs = [row.tobytes() for row in np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")]
         hashes = [
             pack_digest_.row_hash(row, names, blob)
             for row, names, blob in zip(rows, entities, blobs, strict=True)
