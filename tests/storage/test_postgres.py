@@ -28,12 +28,8 @@ from prme import FrozenPackError, IntegrityError, MemoryClient, PRMEConfig
 from prme.canonical import sha256_hex
 from prme.errors import InvalidInputError, StorageUnavailableError
 from prme.models.enums import Scope
-from prme.storage import migrations
-from prme.storage.postgres import (
-    PostgresStore,
-    bm25_idf,
-    drop_schema,
-)
+from prme.retrieval.bm25 import bm25_idf
+from prme.storage.postgres import PostgresStore, drop_schema, migrations
 from prme.storage.registry import BACKENDS as REGISTRY
 from prme.storage.registry import StoreOptions, make_store
 

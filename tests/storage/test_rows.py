@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from prme.models.memory import MemoryNode
 from prme.services.memories import build_node
-from prme.storage.rows import VALUE_COLUMNS, node_rows
+from prme.storage.columns import VALUE_COLUMNS, node_rows
 from prme.timeutil import to_us
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)

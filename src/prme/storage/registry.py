@@ -1,4 +1,6 @@
-"""Storage backends by name: ``sqlite`` (the embedded pack) and ``postgres`` (scale-out)."""
+"""Storage backends by name: ``sqlite`` (the embedded pack, :mod:`prme.storage.sqlite`) and
+``postgres`` (scale-out, :mod:`prme.storage.postgres`). Each backend is a package imported only
+when its name is configured; nothing else in ``prme.storage`` imports one."""
 
 from __future__ import annotations
 
@@ -7,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prme.errors import InvalidInputError
-from prme.storage.base import Store
-from prme.storage.sqlite import SQLiteStore, Tracer
+from prme.storage.base import Store, Tracer
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class StoreOptions:
 
 
 def _sqlite(options: StoreOptions) -> Store:
+    from prme.storage.sqlite import SQLiteStore
+
     return SQLiteStore(
         options.path or Path("."),
         frozen=options.frozen,

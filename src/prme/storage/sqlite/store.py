@@ -31,35 +31,25 @@ from prme.errors import (
     ReadOnlyPackError,
     StorageUnavailableError,
 )
-from prme.models.enums import (
-    DecayProfile,
-    EpistemicType,
-    LifecycleState,
-    NodeType,
-    Scope,
-    SourceType,
-)
+from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
 from prme.retrieval import index_file
 from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1
-from prme.retrieval.owner_index import (
-    CONDITIONS,
-    DECAYS,
-    EPISTEMIC,
-    LIFECYCLES,
-    NO_TIME,
-    NO_TTL,
-    NODE_TYPES,
-    SCOPES,
-    SOURCES,
-    OwnerIndex,
-    code,
-)
+from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
 from prme.storage import payloads
-from prme.storage.base import OpHead, OpRecord
+from prme.storage.base import OpHead, OpRecord, RowScan, StorageFinding, Tracer
+from prme.storage.columns import (
+    INDEX_COLUMNS,
+    NODE_COLUMNS,
+    index_row,
+    insert_memories_sql,
+    node_rows,
+    row_to_node,
+    select_list,
+)
 from prme.storage.fts5_lexical import (
     QueryTokenizer,
     create_instance_table,
@@ -73,8 +63,8 @@ from prme.storage.oplog_sql import (
     stored_payload,
     verified_op,
 )
-from prme.storage.rows import VALUE_COLUMNS, node_rows
-from prme.storage.timeutil import from_us, opt_from_us
+from prme.storage.pack_rows import RowKind
+from prme.storage.sqlite import pack
 
 DB_FILE = "pack.sqlite3"
 # Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
@@ -94,132 +84,9 @@ DISK_FULL = "the disk is full; nothing was written (free space, then retry)"
 # files cannot be created next to it): the pack is then opened read-only.
 _READ_ONLY_ERRORS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
 
-Tracer = Callable[[str], None]
 T = TypeVar("T")
-
-_NODE_COLUMNS = (
-    "id, user_id, scope, node_type, content, metadata, session_id, role, created_at, updated_at,"
-    " event_time, valid_from, valid_to, confidence, salience, confidence_base, salience_base,"
-    " epistemic_type, source_type, lifecycle_state, decay_profile, last_reinforced_at,"
-    " reinforcement_boost, pinned, evidence_refs, ttl_days"
-)
-_INDEX_COLUMNS = (
-    "m.id",
-    "m.scope",
-    "m.node_type",
-    "m.epistemic_type",
-    "m.source_type",
-    "m.lifecycle_state",
-    "m.decay_profile",
-    "m.condition_state",
-    "m.created_at",
-    "m.updated_at",
-    "m.event_time",
-    "m.valid_from",
-    "m.valid_to",
-    "m.last_reinforced_at",
-    "m.confidence",
-    "m.salience",
-    "m.confidence_base",
-    "m.salience_base",
-    "m.reinforcement_boost",
-    "m.pinned",
-    "m.content_sha256",
-    "m.evidence_refs",
-    "m.ttl_days",
-)
-
-
-def _index_row(r: tuple[Any, ...], doc_len: int) -> dict[str, Any]:
-    """An owner-index row from ``rowid`` + ``_INDEX_COLUMNS`` and the lexical token count."""
-    return {
-        "rowid": r[0],
-        "id": r[1],
-        "scope": code(SCOPES, r[2]),
-        "node_type": code(NODE_TYPES, r[3]),
-        "epistemic": code(EPISTEMIC, r[4]),
-        "source": code(SOURCES, r[5]),
-        "lifecycle": code(LIFECYCLES, r[6]),
-        "decay": code(DECAYS, r[7]),
-        "condition": code(CONDITIONS, r[8]),
-        "created_at": r[9],
-        "updated_at": r[10],
-        "event_time": NO_TIME if r[11] is None else r[11],
-        "valid_from": r[12],
-        "valid_to": NO_TIME if r[13] is None else r[13],
-        "last_reinforced_at": r[14],
-        "confidence": r[15],
-        "salience": r[16],
-        "confidence_base": r[17],
-        "salience_base": r[18],
-        "reinforcement_boost": r[19],
-        "pinned": bool(r[20]),
-        "content_sha256": r[21],
-        "evidence_refs": r[22],
-        "ttl_days": NO_TTL if r[23] is None else r[23],
-        "doc_len": doc_len,
-    }
-
-
-def _row_to_node(row: sqlite3.Row | tuple[Any, ...]) -> MemoryNode:
-    (
-        id_,
-        user_id,
-        scope,
-        node_type,
-        content,
-        metadata,
-        session_id,
-        role,
-        created_at,
-        updated_at,
-        event_time,
-        valid_from,
-        valid_to,
-        confidence,
-        salience,
-        confidence_base,
-        salience_base,
-        epistemic_type,
-        source_type,
-        lifecycle_state,
-        decay_profile,
-        last_reinforced_at,
-        reinforcement_boost,
-        pinned,
-        evidence_refs,
-        ttl_days,
-    ) = tuple(row)
-    # Rows were validated when written; construct without re-validating (a hot path).
-    return MemoryNode.model_construct(
-        id=uuid.UUID(id_),
-        user_id=user_id,
-        scope=Scope(scope),
-        node_type=NodeType(node_type),
-        content=content,
-        metadata=None if metadata is None else json.loads(metadata),
-        session_id=session_id,
-        role=role,
-        created_at=from_us(created_at),
-        updated_at=from_us(updated_at),
-        event_time=opt_from_us(event_time),
-        valid_from=from_us(valid_from),
-        valid_to=opt_from_us(valid_to),
-        confidence=confidence,
-        salience=salience,
-        confidence_base=confidence_base,
-        salience_base=salience_base,
-        epistemic_type=EpistemicType(epistemic_type),
-        source_type=SourceType(source_type),
-        lifecycle_state=LifecycleState(lifecycle_state),
-        decay_profile=DecayProfile(decay_profile),
-        last_reinforced_at=from_us(last_reinforced_at),
-        reinforcement_boost=reinforcement_boost,
-        pinned=bool(pinned),
-        evidence_refs=tuple(uuid.UUID(r) for r in json.loads(evidence_refs)),
-        ttl_days=ttl_days,
-    )
-
+_NODE_COLUMNS = select_list(NODE_COLUMNS)
+_INSERT_MEMORIES = insert_memories_sql("?")
 
 class SQLiteStore:
     """A pack directory holding ``pack.sqlite3``. Many readers, one writer, across processes."""
@@ -457,7 +324,7 @@ class SQLiteStore:
             conn.execute("COMMIT")
 
     def _initialize(self) -> None:
-        script = resources.files("prme.storage").joinpath("schema.sql").read_text("utf-8")
+        script = resources.files("prme.storage.sqlite").joinpath("schema.sql").read_text("utf-8")
         conn = self.conn
         with self._write():
             for statement in script.split(";\n"):
@@ -601,21 +468,9 @@ class SQLiteStore:
     def _rows_hashes(self, where: str, params: Sequence[Any]) -> Iterator[int]:
         """Row hashes of the stored memories selected by ``where`` (on ``m``), read from the
         tables as stored."""
+        links, rows = pack_digest_.row_hash_queries(where)
         conn = self.conn
-        names: dict[int, list[str]] = {}
-        for rowid, name in conn.execute(
-            f"SELECT e.memory_rowid, e.name FROM entities e JOIN memories m"
-            f" ON m.rowid = e.memory_rowid WHERE {where}",
-            params,
-        ):
-            names.setdefault(int(rowid), []).append(str(name))
-        columns = ", ".join(f"m.{c}" for c in VALUE_COLUMNS)
-        for row in conn.execute(
-            f"SELECT m.rowid, {columns}, v.vec FROM memories m"
-            f" LEFT JOIN vectors v ON v.rowid = m.rowid WHERE {where}",
-            params,
-        ):
-            yield pack_digest_.row_hash(row[1:-1], names.get(int(row[0]), ()), row[-1])
+        return pack_digest_.row_hashes(conn.execute(links, params), conn.execute(rows, params))
 
     def recompute_digest_state(self) -> pack_digest_.DigestState:
         """The digest state recomputed from every stored memory (``pack check``, upgrades)."""
@@ -631,6 +486,59 @@ class SQLiteStore:
     ) -> None:
         state = self._digest_state() or self.recompute_digest_state()
         self._save_digest_state(conn, state.remove(removed).add(added))
+
+    def reload(self) -> None:
+        """Re-read the pack identity and secret and drop caches (after an import)."""
+        self._secret = bytes.fromhex(self._meta("secret"))
+        self._pack_id = self._meta("pack_id")
+        self._embedder = None
+        with self._index_lock:
+            self._indexes.clear()
+
+    # ------------------------------------------------------------- whole-pack rows
+    def meta_values(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self.conn.execute("SELECT key, value FROM meta")}
+
+    def owner_sequences(self) -> dict[str, int]:
+        rows = self.conn.execute("SELECT user_id, write_seq FROM owner_sequences ORDER BY user_id")
+        return {str(user_id): int(seq) for user_id, seq in rows}
+
+    def iter_rows(self, kind: RowKind) -> Iterator[tuple[Any, ...]]:
+        return pack.iter_rows(self.conn, kind)
+
+    def import_meta(
+        self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]
+    ) -> None:
+        with self._write() as conn:
+            pack.import_meta(conn, meta, embedder, owners)
+
+    def import_rows(self, kind: RowKind, rows: Sequence[tuple[Any, ...]]) -> None:
+        with self._write() as conn:
+            pack.import_rows(conn, kind, rows)
+
+    def finish_import(self) -> None:
+        self.rebuild_digest_state()
+
+    # ------------------------------------------------------------------- integrity
+    def scan_rows(self, dimension: int | None, limit: int) -> RowScan:
+        return pack.scan_rows(self.conn, dimension, limit)
+
+    def check_storage(self) -> tuple[list[StorageFinding], list[str]]:
+        """SQLite's ``PRAGMA integrity_check`` and FTS5's check of its index (a write
+        command: skipped on a read-only pack)."""
+        found: list[StorageFinding] = []
+        skipped: list[str] = []
+        if self.read_only:
+            skipped.append(
+                "sqlite: the FTS5 integrity-check command needs write access (the pack is"
+                " read-only)"
+            )
+        else:
+            with self.serialized("integrity"):  # the FTS5 check is an INSERT: a write lock
+                found += pack.check_fts(self.conn)
+        with self.read_snapshot():
+            found += pack.check_database(self.conn)
+        return found, skipped
 
     # ---------------------------------------------------------------- content writes
     def _refuse_if_frozen(self, operation: str) -> None:
@@ -658,13 +566,7 @@ class SQLiteStore:
             first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
             rowids = list(range(first, first + len(rows)))
             conn.executemany(
-                "INSERT INTO memories(rowid, id, user_id, scope, node_type, content,"
-                " content_sha256, metadata, condition_state, session_id, role, created_at,"
-                " updated_at, event_time, valid_from, valid_to, confidence, salience,"
-                " confidence_base, salience_base, epistemic_type, source_type, lifecycle_state,"
-                " decay_profile, last_reinforced_at, reinforcement_boost, pinned, evidence_refs,"
-                " ttl_days) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(rowid, *row) for rowid, row in zip(rowids, rows, strict=True)],
+                _INSERT_MEMORIES, [(rowid, *row) for rowid, row in zip(rowids, rows, strict=True)]
             )
             conn.executemany(
                 "INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
@@ -743,7 +645,7 @@ class SQLiteStore:
             f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = ? AND user_id = ?",
             (node_id, user_id),
         ).fetchone()
-        return None if row is None else _row_to_node(row)
+        return None if row is None else row_to_node(row)
 
     def list_memories(
         self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
@@ -755,7 +657,7 @@ class SQLiteStore:
             params += [s.value for s in scopes]
         sql += " ORDER BY id LIMIT ?"
         params.append(limit)
-        return [_row_to_node(r) for r in self.conn.execute(sql, params)]
+        return [row_to_node(r) for r in self.conn.execute(sql, params)]
 
     def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
         rows = self.conn.execute(
@@ -763,7 +665,7 @@ class SQLiteStore:
             " WHERE rowid IN (SELECT value FROM json_each(?))",
             (json.dumps(list(rowids)),),
         )
-        return {int(r[0]): _row_to_node(r[1:]) for r in rows}
+        return {int(r[0]): row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
     def configure_vector_index(self, policy: AnnPolicy | None) -> None:
@@ -808,7 +710,7 @@ class SQLiteStore:
                 index.reserve(int(count))
             # In batches, so a large owner's rows never all exist as Python objects at once.
             cursor = self.conn.execute(
-                f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, d.sz, v.vec FROM memories m"
+                f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, d.sz, v.vec FROM memories m"
                 " JOIN vectors v ON v.rowid = m.rowid"
                 " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
                 " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid",
@@ -824,7 +726,7 @@ class SQLiteStore:
                     entities.setdefault(int(rowid), []).append(str(name))
                 vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
                 index.append(
-                    [_index_row(r, first_varint(r[-2])) for r in rows],
+                    [index_row(r, first_varint(r[-2])) for r in rows],
                     vectors.reshape(len(rows), int(dimension)),
                     entities,
                 )

@@ -1,6 +1,6 @@
 """The scale-out store: PostgreSQL with pgvector, shared by any number of API processes.
 
-It keeps the SQLite pack's tables and semantics (``storage/sqlite.py``), so the engine cannot
+It keeps the SQLite pack's tables and semantics (``storage/sqlite/``), so the engine cannot
 tell them apart except through the feature identity (``storage: postgres``, ``lexical``):
 
 - **Pack identity** in ``meta``: pack id, attestation secret, content write and delete
@@ -75,8 +75,32 @@ from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
 from prme.storage import payloads
-from prme.storage.base import OpHead, OpRecord
-from prme.storage.migrations import (
+from prme.storage.base import OpHead, OpRecord, RowScan, StorageFinding, Tracer
+from prme.storage.columns import (
+    INDEX_COLUMNS,
+    MEMORY_COLUMNS,
+    NODE_COLUMNS,
+    index_row,
+    node_rows,
+    row_to_node,
+    select_list,
+)
+from prme.storage.oplog_sql import (
+    OP_COLUMNS,
+    select_op_checksums,
+    select_ops,
+    stored_payload,
+    verified_op,
+)
+from prme.storage.pack_rows import RowKind, select_rows
+from prme.storage.postgres import pack
+from prme.storage.postgres.digest import (
+    digest_state,
+    recompute_digest_state,
+    row_hashes,
+    save_digest_state,
+)
+from prme.storage.postgres.migrations import (
     LATEST_VERSION,
     STORE_SCHEMA_VERSION,
     Conn,
@@ -87,29 +111,10 @@ from prme.storage.migrations import (
     upgrade_connection,
     vector_schema,
 )
-from prme.storage.oplog_sql import (
-    OP_COLUMNS,
-    select_op_checksums,
-    select_ops,
-    stored_payload,
-    verified_op,
-)
-from prme.storage.pg_digest import (
-    digest_state,
-    recompute_digest_state,
-    row_hashes,
-    save_digest_state,
-)
-from prme.storage.rows import node_rows
-from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
 
 RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
-_MEMORY_COLUMNS = (
-    "rowid, id, user_id, scope, node_type, content, content_sha256, metadata, condition_state,"
-    " session_id, role, created_at, updated_at, event_time, valid_from, valid_to, confidence,"
-    " salience, confidence_base, salience_base, epistemic_type, source_type, lifecycle_state,"
-    " decay_profile, last_reinforced_at, reinforcement_boost, pinned, evidence_refs, ttl_days"
-)
+_MEMORY_COLUMNS = select_list(MEMORY_COLUMNS)
+_NODE_COLUMNS = select_list(NODE_COLUMNS)
 # Batches up to this size are pipelined INSERTs (few round trips); larger ones use COPY.
 _SMALL_BATCH = 32
 # Temporary failures (StorageUnavailableError, HTTP 503): no SQLSTATE (client side), class 08
@@ -132,11 +137,6 @@ class PgVector(bytes):
         data = np.ascontiguousarray(vectors[:count], dtype=">f4")
         header = struct.pack(">HH", data.shape[1], 0)
         return [cls(header + data[i].tobytes()) for i in range(count)]
-
-    @staticmethod
-    def decode_le(data: bytes) -> bytes:
-        """Little-endian float32 bytes (the SQLite pack's BLOB layout) of a binary vector."""
-        return np.frombuffer(data, dtype=">f4", offset=4).astype("<f4").tobytes()
 
 
 class _VectorDumper(Dumper):
@@ -523,6 +523,47 @@ class PostgresStore:
         state = self._digest_state(conn, for_update=True)
         save_digest_state(conn, "", state.remove(removed).add(added))
 
+    # ------------------------------------------------------------- whole-pack rows
+    def meta_values(self) -> dict[str, str]:
+        return self._meta_values()
+
+    def owner_sequences(self) -> dict[str, int]:
+        rows = self._fetchall("SELECT user_id, write_seq FROM owner_sequences ORDER BY user_id")
+        return {str(user_id): int(seq) for user_id, seq in rows}
+
+    def iter_rows(self, kind: RowKind) -> Iterator[tuple[Any, ...]]:
+        with self.transaction() as conn:
+            self._trace(select_rows(kind, "%s"))
+            yield from pack.iter_rows(conn, kind)
+
+    def import_meta(
+        self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]
+    ) -> None:
+        with self.transaction() as conn:
+            pack.import_meta(conn, meta, embedder, owners)
+            if embedder is not None:
+                self._type_vectors(conn, json.loads(embedder))
+
+    def import_rows(self, kind: RowKind, rows: Sequence[tuple[Any, ...]]) -> None:
+        with self.transaction() as conn:
+            pack.import_rows(conn, kind, rows, PgVector.encode)
+
+    def finish_import(self) -> None:
+        with self.transaction() as conn:
+            pack.finish_import(conn)
+            self.rebuild_digest_state()
+
+    # ------------------------------------------------------------------- integrity
+    def scan_rows(self, dimension: int | None, limit: int) -> RowScan:
+        with self.read_snapshot(), self._connection() as conn:
+            return pack.scan_rows(conn, dimension, limit)
+
+    def check_storage(self) -> tuple[list[StorageFinding], list[str]]:
+        """The owners' BM25 statistics against the stored memories (PostgreSQL checks its
+        own tables and indexes)."""
+        with self.read_snapshot(), self._connection() as conn:
+            return pack.check_lexical_statistics(conn, 100), []
+
     # ---------------------------------------------------------------- content writes
     def _refuse_if_frozen(self, operation: str) -> None:
         if self.frozen:
@@ -683,7 +724,7 @@ class PostgresStore:
             f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = %s AND user_id = %s",
             (node_id, user_id),
         )
-        return None if row is None else _row_to_node(row)
+        return None if row is None else row_to_node(row)
 
     def list_memories(
         self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
@@ -695,14 +736,14 @@ class PostgresStore:
             params.append([s.value for s in scopes])
         sql += " ORDER BY id LIMIT %s"
         params.append(limit)
-        return [_row_to_node(r) for r in self._fetchall(sql, params)]
+        return [row_to_node(r) for r in self._fetchall(sql, params)]
 
     def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
         rows = self._fetchall(
             f"SELECT rowid, {_NODE_COLUMNS} FROM memories WHERE rowid = ANY(%s)",
             ([int(r) for r in rowids],),
         )
-        return {int(r[0]): _row_to_node(r[1:]) for r in rows}
+        return {int(r[0]): row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
     def configure_vector_index(self, policy: AnnPolicy | None) -> None:
@@ -728,7 +769,7 @@ class PostgresStore:
                     index = OwnerIndex(int(dimension), ann=self._ann)
                 rows = self._run(
                     conn,
-                    f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, m.doc_len, v.vec FROM memories m"
+                    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
                     " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
                     " ORDER BY m.rowid",
                     (user_id, index.max_rowid),
@@ -746,7 +787,7 @@ class PostgresStore:
                     raw = b"".join(bytes(r[-1])[4:] for r in rows)
                     vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
                     index.append(
-                        [_index_row(r, int(r[-2])) for r in rows],
+                        [index_row(r, int(r[-2])) for r in rows],
                         vectors.reshape(len(rows), int(dimension)),
                         entities,
                     )
