@@ -48,7 +48,9 @@ def import_meta(
 def import_rows(conn: sqlite3.Connection, kind: RowKind, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert neutral rows of ``kind`` (a memory also gets its lexical row)."""
     if kind == "memory":
-        conn.executemany(insert_rows(kind, "?"), [with_pinned(r, int(r[MEMORY_PINNED])) for r in rows])
+        conn.executemany(
+            insert_rows(kind, "?"), [with_pinned(r, int(r[MEMORY_PINNED])) for r in rows]
+        )
         conn.executemany(
             "INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
             [(r[0], r[MEMORY_CONTENT]) for r in rows],

@@ -88,6 +88,7 @@ T = TypeVar("T")
 _NODE_COLUMNS = select_list(NODE_COLUMNS)
 _INSERT_MEMORIES = insert_memories_sql("?")
 
+
 class SQLiteStore:
     """A pack directory holding ``pack.sqlite3``. Many readers, one writer, across processes."""
 
@@ -776,7 +777,9 @@ class SQLiteStore:
             max_rowid=index.max_rowid,
         )
         with suppress(OSError):
-            index_file.save(index, index_file.owner_directory(self.path / INDEX_DIR, user_id), stamp)
+            index_file.save(
+                index, index_file.owner_directory(self.path / INDEX_DIR, user_id), stamp
+            )
             index.saved_size = index.size
 
     def lexical_search(
