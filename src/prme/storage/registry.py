@@ -25,6 +25,10 @@ class StoreOptions:
 
 
 def _sqlite(options: StoreOptions) -> Store:
+    if options.url:
+        raise InvalidInputError(
+            "storage.postgres_url", "the sqlite backend opens a pack directory, not a URL"
+        )
     from prme.storage.sqlite import SQLiteStore
 
     return SQLiteStore(
@@ -57,12 +61,20 @@ BACKENDS: dict[str, Callable[[StoreOptions], Store]] = {
 }
 
 
+def backend_name(configured: str | None, url: str | None) -> str:
+    """The backend to open: the configured name (``storage.backend``), else ``postgres`` when
+    a URL is given, else ``sqlite``."""
+    if configured is not None:
+        return configured
+    return "postgres" if url else "sqlite"
+
+
 def make_store(name: str, options: StoreOptions) -> Store:
     """Open the store of backend ``name``.
 
     Raises:
         InvalidInputError: an unknown backend (the message lists every valid name), a
-            missing URL, or the postgres extra not installed.
+            missing URL (postgres) or a URL given (sqlite), or the postgres extra not installed.
     """
     factory = BACKENDS.get(name)
     if factory is None:
