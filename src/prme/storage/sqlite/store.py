@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import hmac
 import json
 import os
-import random
 import secrets
 import sqlite3
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,12 +26,10 @@ from prme.errors import (
     InvalidInputError,
     PackNotFoundError,
     ReadOnlyPackError,
-    StorageUnavailableError,
 )
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
-from prme.retrieval import index_file
 from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import OwnerIndex
@@ -42,9 +37,7 @@ from prme.storage import digest as pack_digest_
 from prme.storage import payloads
 from prme.storage.base import OpHead, OpRecord, RowScan, StorageFinding, Tracer
 from prme.storage.columns import (
-    INDEX_COLUMNS,
     NODE_COLUMNS,
-    index_row,
     insert_memories_sql,
     node_rows,
     row_to_node,
@@ -53,7 +46,6 @@ from prme.storage.columns import (
 from prme.storage.fts5_lexical import (
     QueryTokenizer,
     create_instance_table,
-    first_varint,
     owner_bm25,
 )
 from prme.storage.oplog_sql import (
@@ -64,27 +56,12 @@ from prme.storage.oplog_sql import (
     verified_op,
 )
 from prme.storage.pack_rows import RowKind
-from prme.storage.sqlite import pack
+from prme.storage.sqlite import connection, indexes, pack
+from prme.storage.sqlite.indexes import INDEX_DIR
 
 DB_FILE = "pack.sqlite3"
-# Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
-INDEX_DIR = "index"
-# An owner index of at least this many rows is saved there (and again after growing by this
-# many rows, or an eighth): reopening the pack then loads it instead of rebuilding it.
-SAVE_INDEX_ROWS = 4096
-INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-# Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
-# does not wait in every case, e.g. for the journal-mode switch of a pack being created).
-LOCK_RETRY_SECONDS = 2.0
-DISK_FULL = "the disk is full; nothing was written (free space, then retry)"
-
-# SQLite's answers when the pack's file or directory cannot be written (or the -shm/-wal
-# files cannot be created next to it): the pack is then opened read-only.
-_READ_ONLY_ERRORS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
-
-T = TypeVar("T")
 _NODE_COLUMNS = select_list(NODE_COLUMNS)
 _INSERT_MEMORIES = insert_memories_sql("?")
 
@@ -117,7 +94,7 @@ class SQLiteStore:
         self.read_only_reason = ""
         self.tracer = tracer
         self._busy_timeout_ms = busy_timeout_ms
-        self._lock_window = max(busy_timeout_ms / 1000, LOCK_RETRY_SECONDS)
+        self._lock_window = max(busy_timeout_ms / 1000, connection.LOCK_RETRY_SECONDS)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
@@ -153,7 +130,7 @@ class SQLiteStore:
         reports read-only mounts to root), so a passing failure never makes a pack read-only."""
         name = str(getattr(exc, "sqlite_errorname", ""))
         return (
-            name.startswith(_READ_ONLY_ERRORS)
+            name.startswith(connection.READ_ONLY_ERRORS)
             and self.db_path.is_file()
             and os.access(self.db_path, os.R_OK)
             and not (os.access(self.db_path, os.W_OK) and os.access(self.path, os.W_OK))
@@ -166,7 +143,7 @@ class SQLiteStore:
         self._close_connections()
         self._closed = False
         self._local = threading.local()
-        self.read_only_reason = _describe(cause)
+        self.read_only_reason = connection.describe(cause)
         self.read_only_mode = "ro"
         try:
             self._check_schema()
@@ -216,7 +193,7 @@ class SQLiteStore:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
             if not self.read_only_mode:
                 # Several processes opening a new pack at once race to switch it to WAL.
-                _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
+                connection.retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             create_instance_table(conn)
@@ -267,7 +244,7 @@ class SQLiteStore:
         if conn.in_transaction:
             yield conn
             return
-        _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
+        connection.retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
         try:
             yield conn
             conn.execute("COMMIT")
@@ -283,24 +260,8 @@ class SQLiteStore:
                 )
             raise
 
-    @contextmanager
-    def _temporary_errors(self) -> Iterator[None]:
-        """A write that outwaited the busy timeout (``SQLITE_BUSY``/``SQLITE_LOCKED``) or met a
-        full disk (``SQLITE_FULL``, ``ENOSPC``) raises :class:`StorageUnavailableError`."""
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-            if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                detail = f"the pack stayed locked by another writer for {self._lock_window:g} s"
-                raise StorageUnavailableError(str(self.db_path), f"{detail}; retry later") from exc
-            if code == sqlite3.SQLITE_FULL:
-                raise StorageUnavailableError(str(self.db_path), DISK_FULL, 30) from exc
-            raise
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise StorageUnavailableError(str(self.db_path), DISK_FULL, 30) from exc
-            raise
+    def _temporary_errors(self) -> AbstractContextManager[None]:
+        return connection.temporary_errors(self.db_path, self._lock_window)
 
     @contextmanager
     def serialized(self, key: str) -> Iterator[None]:
@@ -696,91 +657,23 @@ class SQLiteStore:
 
     def _refreshed_index(self, user_id: str, dimension: int) -> OwnerIndex:
         write_seq, delete_seq = self._sequences()
+        root = self.path / INDEX_DIR
         with self._index_lock:
             index = self._indexes.get(user_id)
             if index is not None and index.write_seq == write_seq:
                 return index.snapshot()
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                index = self._saved_index(user_id, int(dimension), delete_seq) or OwnerIndex(
-                    int(dimension), ann=self._ann, ann_dir=self.path / INDEX_DIR
+                saved = indexes.saved(
+                    self.conn, root, (self._pack_id, user_id, delete_seq, dimension), self._ann
                 )
-            if index.size == 0:  # a new index: its arrays get their final size at once
-                (count,) = self.conn.execute(
-                    "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,)
-                ).fetchone()
-                index.reserve(int(count))
-            # In batches, so a large owner's rows never all exist as Python objects at once.
-            cursor = self.conn.execute(
-                f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, d.sz, v.vec FROM memories m"
-                " JOIN vectors v ON v.rowid = m.rowid"
-                " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
-                " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid",
-                (user_id, index.max_rowid),
-            )
-            while rows := cursor.fetchmany(INDEX_BATCH_ROWS):
-                entities: dict[int, list[str]] = {}
-                for rowid, name in self.conn.execute(
-                    "SELECT memory_rowid, name FROM entities WHERE user_id = ?"
-                    " AND memory_rowid BETWEEN ? AND ? ORDER BY memory_rowid, name",
-                    (user_id, rows[0][0], rows[-1][0]),
-                ):
-                    entities.setdefault(int(rowid), []).append(str(name))
-                vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
-                index.append(
-                    [index_row(r, first_varint(r[-2])) for r in rows],
-                    vectors.reshape(len(rows), int(dimension)),
-                    entities,
-                )
+                index = saved or OwnerIndex(dimension, ann=self._ann, ann_dir=root)
+            indexes.append_new_rows(self.conn, index, user_id)
             index.write_seq = write_seq
             index.delete_seq = delete_seq
             self._indexes[user_id] = index
-            self._save_index(user_id, index)
+            if not self.read_only_mode:  # a read-only pack keeps it in memory only
+                indexes.save(root, self._pack_id, user_id, index)
             return index.snapshot()
-
-    def _saved_index(self, user_id: str, dimension: int, delete_seq: int) -> OwnerIndex | None:
-        """The owner's index saved beside the pack, when it matches the database (the pack,
-        the delete sequence, the dimension, and the owner's rows up to its last rowid)."""
-        directory = index_file.owner_directory(self.path / INDEX_DIR, user_id)
-        stamp = index_file.read_stamp(directory)
-        if stamp is None or (stamp.pack_id, stamp.user_id, stamp.delete_seq, stamp.dimension) != (
-            self._pack_id,
-            user_id,
-            delete_seq,
-            dimension,
-        ):
-            return None
-        (count,) = self.conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE user_id = ? AND rowid <= ?",
-            (user_id, stamp.max_rowid),
-        ).fetchone()
-        if int(count) != stamp.size:
-            return None
-        index = index_file.load(directory, stamp, ann=self._ann, ann_dir=self.path / INDEX_DIR)
-        if index is not None:
-            index.saved_size = stamp.size
-        return index
-
-    def _save_index(self, user_id: str, index: OwnerIndex) -> None:
-        """Save a large owner's index once it has grown enough since it was last saved (a
-        read-only pack, or a failed write, keeps it in memory only)."""
-        grown = index.size - index.saved_size
-        if self.read_only_mode or index.size < SAVE_INDEX_ROWS:
-            return
-        if grown < max(SAVE_INDEX_ROWS, index.saved_size // 8):
-            return
-        stamp = index_file.IndexStamp(
-            pack_id=self._pack_id,
-            user_id=user_id,
-            delete_seq=index.delete_seq,
-            dimension=index.dimension,
-            size=index.size,
-            max_rowid=index.max_rowid,
-        )
-        with suppress(OSError):
-            index_file.save(
-                index, index_file.owner_directory(self.path / INDEX_DIR, user_id), stamp
-            )
-            index.saved_size = index.size
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
@@ -929,30 +822,3 @@ class SQLiteStore:
 
 RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
 _DELETE_GUARD = "oplog_append_only_delete"
-
-
-def _describe(exc: sqlite3.OperationalError) -> str:
-    name = getattr(exc, "sqlite_errorname", "")
-    return f"{exc}" + (f" ({name})" if name else "")
-
-
-def _retry_locked(action: Callable[[], T], window: float) -> T:
-    """Retry an action that hit ``database is locked`` with jittered exponential backoff, for
-    ``window`` seconds in all; then the error is raised with a note saying how long it waited."""
-    deadline = time.monotonic() + window
-    delay = 0.002
-    while True:
-        try:
-            return action()
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc):
-                raise
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                exc.add_note(
-                    f"prme: the pack stayed locked by another connection for {window:g} s "
-                    "(storage.busy_timeout_ms); retry later"
-                )
-                raise
-            time.sleep(min(delay * random.uniform(0.5, 1.5), remaining))
-            delay = min(delay * 2, 0.1)
