@@ -4,6 +4,7 @@ opens it by the name ``postgres``."""
 
 from __future__ import annotations
 
-from prme.storage.postgres.store import PgVector, PostgresStore, drop_schema
+from prme.storage.postgres.store import PostgresStore, drop_schema
+from prme.storage.postgres.vectors import PgVector
 
 __all__ = ["PgVector", "PostgresStore", "drop_schema"]

@@ -45,7 +45,6 @@ import hashlib
 import hmac
 import json
 import math
-import struct
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -54,8 +53,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import psycopg
-from psycopg.adapt import Buffer, Dumper, Loader
-from psycopg.pq import Format
 from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
@@ -71,7 +68,7 @@ from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
 from prme.retrieval.ann import AnnPolicy
-from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
+from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
 from prme.storage import payloads
@@ -93,7 +90,7 @@ from prme.storage.oplog_sql import (
     verified_op,
 )
 from prme.storage.pack_rows import RowKind, select_rows
-from prme.storage.postgres import pack
+from prme.storage.postgres import lexical, pack
 from prme.storage.postgres.digest import (
     digest_state,
     recompute_digest_state,
@@ -111,6 +108,7 @@ from prme.storage.postgres.migrations import (
     upgrade_connection,
     vector_schema,
 )
+from prme.storage.postgres.vectors import PgVector, VectorDumper, VectorLoader
 
 RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
 _MEMORY_COLUMNS = select_list(MEMORY_COLUMNS)
@@ -122,35 +120,6 @@ _SMALL_BATCH = 32
 # lock wait past lock_timeout (55P03) or statement_timeout (57014 query_canceled).
 _UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03", "53", "55P03", "57014")
 _SYNCHRONOUS_COMMIT = ("off", "local", "remote_write", "remote_apply", "on")
-
-
-class PgVector(bytes):
-    """A vector already encoded in pgvector's binary form (dimension, unused, big-endian f4)."""
-
-    @classmethod
-    def encode(cls, values: npt.NDArray[np.float32]) -> PgVector:
-        data = np.ascontiguousarray(values, dtype=">f4")
-        return cls(struct.pack(">HH", data.shape[0], 0) + data.tobytes())
-
-    @classmethod
-    def encode_rows(cls, vectors: npt.NDArray[np.float32], count: int) -> list[PgVector]:
-        data = np.ascontiguousarray(vectors[:count], dtype=">f4")
-        header = struct.pack(">HH", data.shape[1], 0)
-        return [cls(header + data[i].tobytes()) for i in range(count)]
-
-
-class _VectorDumper(Dumper):
-    format = Format.BINARY
-
-    def dump(self, obj: Any) -> Buffer:
-        return bytes(obj)
-
-
-class _VectorLoader(Loader):
-    format = Format.BINARY
-
-    def load(self, data: Buffer) -> bytes:
-        return bytes(data)
 
 
 def _verified(row: Sequence[Any]) -> OpRecord:
@@ -264,9 +233,9 @@ class PostgresStore:
     def _configure(self, conn: Conn) -> None:
         conn.execute(f"SET search_path TO {self.schema}, {self._vector_schema}")
         conn.execute(f"SET synchronous_commit TO {self.synchronous_commit}")
-        dumper = type("PgVectorDumper", (_VectorDumper,), {"oid": self._vector_oid})
+        dumper = type("PgVectorDumper", (VectorDumper,), {"oid": self._vector_oid})
         conn.adapters.register_dumper(PgVector, dumper)
-        conn.adapters.register_loader(self._vector_oid, _VectorLoader)
+        conn.adapters.register_loader(self._vector_oid, VectorLoader)
 
     def _trace(self, sql: str) -> None:
         if self.tracer is not None:
@@ -800,67 +769,13 @@ class PostgresStore:
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
         """BM25 over the owner's memories with FTS5's formula and the owner's statistics:
-        ``(rowid, score)``, best first."""
+        ``(rowid, score)``, best first (:mod:`prme.storage.postgres.lexical`)."""
         if not terms:
             return []
         with self._connection() as conn:
-            # One row per (query term, lexeme): FTS5 scores each query phrase separately.
-            found = self._run(
-                conn,
-                "SELECT t.ord, l.lexeme, COALESCE(x.df, 0), s.n_docs, s.n_tokens"
-                " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)"
-                " CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector("
-                "'prme_english'::regconfig, prme_lexical_text(t.term)))) AS l(lexeme)"
-                " LEFT JOIN owner_lexemes x ON x.user_id = %s AND x.lexeme = l.lexeme"
-                " CROSS JOIN (SELECT COALESCE(MAX(n_docs), 0) AS n_docs,"
-                " COALESCE(MAX(n_tokens), 0) AS n_tokens FROM owner_lexical_stats"
-                " WHERE user_id = %s) AS s ORDER BY t.ord, l.lexeme",
-                (list(terms), user_id, user_id),
-            ).fetchall()
-            n_docs, n_tokens = (int(found[0][3]), int(found[0][4])) if found else (0, 0)
-            if n_docs == 0 or n_tokens == 0:
-                return []
-            query = [
-                (int(ord_), str(lexeme), bm25_idf(n_docs, int(df)))
-                for ord_, lexeme, df, _, _ in found
-                if "'" not in lexeme and "\\" not in lexeme
-            ]
-            if not query:
-                return []
-            ords, lexemes, idfs = (list(column) for column in zip(*query, strict=True))
-            tsquery = " | ".join(sorted({f"'{lexeme}'" for lexeme in lexemes}))
-            scope_sql, scope_params = "", []
-            if scopes is not None:
-                scope_sql = " AND h.scope = ANY(%s)"
-                scope_params = [sorted({s.value for s in scopes})]
-            # The exact arithmetic of FTS5's bm25(), summed in query-term order. The GIN
-            # index goes first (as FTS5's MATCH does), then the owner and scope filter.
-            rows = self._run(
-                conn,
-                "SELECT h.rowid, SUM(w.idf * ((u.tf * (%s + 1.0))"
-                " / (u.tf + %s * (1.0 - %s + %s * h.doc_len / %s))) ORDER BY w.ord)"
-                " AS score FROM prme_lexical_hits(%s::tsquery) AS h CROSS JOIN LATERAL"
-                " (SELECT lexeme, cardinality(positions)::float8 AS tf FROM unnest(h.tsv)) AS u"
-                " JOIN unnest(%s::int[], %s::text[], %s::float8[]) AS w(ord, lexeme, idf)"
-                " ON w.lexeme = u.lexeme"
-                f" WHERE h.user_id = %s{scope_sql}"
-                " GROUP BY h.rowid ORDER BY score DESC, h.rowid LIMIT %s",
-                [
-                    BM25_K1,
-                    BM25_K1,
-                    BM25_B,
-                    BM25_B,
-                    n_tokens / n_docs,
-                    tsquery,
-                    ords,
-                    lexemes,
-                    idfs,
-                    user_id,
-                    *scope_params,
-                    k,
-                ],
-            ).fetchall()
-        return [(int(r[0]), float(r[1])) for r in rows]
+            return lexical.search(
+                lambda sql, params: self._run(conn, sql, params), user_id, scopes, terms, k
+            )
 
     # ---------------------------------------------------------------- operations log
     def append_op(
