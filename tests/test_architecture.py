@@ -138,7 +138,15 @@ def test_package_imports_follow_the_layers() -> None:
 def test_import_rules_state_the_layering() -> None:
     """The whitelist itself keeps the layering's promises (so a loosened entry fails here)."""
     surfaces = {"http", "mcp", "cli", "adapters", "__main__"}
-    outer = surfaces | {"client", "async_client", "services", "engine", "storage", "embed", "config"}
+    outer = surfaces | {
+        "client",
+        "async_client",
+        "services",
+        "engine",
+        "storage",
+        "embed",
+        "config",
+    }
     assert MAY_IMPORT["models"] & outer == set()
     for core in ("retrieval", "learning"):
         assert MAY_IMPORT[core] & outer == set(), core
@@ -207,3 +215,40 @@ def test_every_public_name_is_importable() -> None:
     namespace: dict[str, object] = {}
     exec("from prme import *", namespace)
     assert set(prme.__all__) <= set(namespace)
+
+
+STORAGE_BACKENDS = ("prme.storage.sqlite", "prme.storage.postgres")
+# The neutral storage modules that may import a backend package: the registry opens one by its
+# configured name; ``prme.storage.migrations`` is the earlier import path of PostgreSQL's.
+OPENS_BACKENDS = {"prme.storage.registry", "prme.storage.migrations"}
+
+
+def _backend_of(module: str) -> str | None:
+    return next((b for b in STORAGE_BACKENDS if module == b or module.startswith(f"{b}.")), None)
+
+
+def test_each_storage_backend_is_a_package_of_its_own() -> None:
+    """No backend imports another backend, the neutral storage modules import none (but the
+    registry), and no storage module imports another module's private names."""
+    crossings = []
+    private = []
+    for path in sorted((SRC / "storage").rglob("*.py")):
+        name = module_name(path)
+        own = _backend_of(name)
+        for imported in sorted(imports_of(path)):
+            other = _backend_of(imported)
+            if other is not None and other != own and name not in OPENS_BACKENDS:
+                crossings.append(f"{name} imports {imported}")
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                private += [
+                    f"{name} imports {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_")
+                ]
+    assert crossings == []
+    assert private == []
+    assert all(
+        (SRC / b.removeprefix("prme.").replace(".", "/") / "__init__.py").is_file()
+        for b in STORAGE_BACKENDS
+    )

@@ -39,14 +39,17 @@ def canonical_json(value: Any) -> str:
     contain models)."""
     if isinstance(value, CanonicalText):
         return str(value)
-    return json.dumps(
-        to_jsonable(value),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-        default=_nested_model,
-    )
+    return _ENCODER.encode(to_jsonable(value))
+
+
+# json.dumps with these options, built once (json.dumps builds an encoder on every call).
+_ENCODER = json.JSONEncoder(
+    sort_keys=True,
+    separators=(",", ":"),
+    ensure_ascii=False,
+    allow_nan=False,
+    default=_nested_model,
+)
 
 
 def canonical_object(members: Mapping[str, str]) -> CanonicalText:

@@ -67,6 +67,9 @@ class MCPConfig(_Section):
 
 
 class StorageConfig(_Section):
+    # A backend name of prme.storage.registry (sqlite, postgres); None: postgres when
+    # postgres_url is set, else sqlite.
+    backend: str | None = None
     postgres_url: SecretStr | None = None
     busy_timeout_ms: int = Field(default=10000, ge=0)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -67,3 +70,24 @@ def test_shared_words_raise_similarity() -> None:
 def test_rejects_tiny_dimension() -> None:
     with pytest.raises(ValueError):
         HashingEmbedder(4)
+
+
+def _reference(embedder: HashingEmbedder, text: str, dimension: int) -> np.ndarray:
+    """One text the plain way: add each gram's sign at its slot, divide by the row's norm."""
+    row = np.zeros(dimension, dtype=np.float32)
+    words = re.findall(r"\w+", text.lower())
+    for gram in words + [f"{a} {b}" for a, b in pairwise(words)]:
+        code = embedder._code(gram)
+        row[code >> 1] += 1.0 if code & 1 else -1.0
+    norm = float(np.linalg.norm(row))
+    if norm > 0:
+        row /= norm
+    return row
+
+
+def test_batch_vectors_equal_the_per_text_computation_byte_for_byte() -> None:
+    texts = [*TEXTS, "the the the cat", "Ärger über Straßen ß", "a " * 500, "x"]
+    embedder = HashingEmbedder(64)
+    batch = embedder.embed(texts)
+    expected = np.stack([_reference(HashingEmbedder(64), text, 64) for text in texts])
+    assert batch.tobytes() == expected.tobytes()

@@ -379,7 +379,7 @@ def test_a_saved_index_never_serves_another_owner(
 def test_an_index_read_in_batches_is_the_index_read_at_once(
     make_client: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import prme.storage.sqlite as sqlite_store
+    import prme.storage.sqlite.indexes as sqlite_store
 
     writer = make_client()
     texts = [f"Aster met Basalt in Lisbon about {t}" for t in sentences(50, seed=9)]

@@ -26,14 +26,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from prme import FrozenPackError, IntegrityError, MemoryClient, PRMEConfig
 from prme.canonical import sha256_hex
+from prme.config import StorageConfig
 from prme.errors import InvalidInputError, StorageUnavailableError
 from prme.models.enums import Scope
-from prme.storage import migrations
-from prme.storage.postgres import (
-    PostgresStore,
-    bm25_idf,
-    drop_schema,
-)
+from prme.retrieval.bm25 import bm25_idf
+from prme.storage.postgres import PostgresStore, drop_schema, migrations
 from prme.storage.registry import BACKENDS as REGISTRY
 from prme.storage.registry import StoreOptions, make_store
 
@@ -665,6 +662,28 @@ def test_registry_lists_every_backend() -> None:
     assert info.value.field == "storage.backend"
     with pytest.raises(InvalidInputError, match="needs a URL"):
         make_store("postgres", StoreOptions())
+
+
+def test_memory_client_opens_the_configured_backend_by_name(
+    pack_url: str, tmp_path: Path
+) -> None:
+    def storage(**fields: Any) -> PRMEConfig:
+        return make_config(storage=StorageConfig(**fields))
+
+    with pytest.raises(InvalidInputError, match="valid: postgres, sqlite") as info:
+        MemoryClient(tmp_path, config=storage(backend="mysql"))
+    assert info.value.field == "storage.backend"
+    with pytest.raises(InvalidInputError, match="needs a URL") as info:
+        MemoryClient(tmp_path, config=storage(backend="postgres"))
+    assert info.value.field == "storage.postgres_url"
+    with pytest.raises(InvalidInputError, match="not a URL") as info:
+        MemoryClient(tmp_path, config=storage(backend="sqlite"), postgres_url=pack_url)
+    assert info.value.field == "storage.postgres_url"
+    assert not (tmp_path / "pack.sqlite3").exists()  # a refused backend creates nothing
+    with MemoryClient(tmp_path, config=storage(backend="sqlite")) as client:
+        assert client.engine.store.backend_name == "sqlite"
+    with MemoryClient(config=storage(backend="postgres", postgres_url=pack_url)) as client:
+        assert client.engine.store.backend_name == "postgres"
 
 
 @pytest.fixture

@@ -1,13 +1,24 @@
-"""The memories column encoding of a batch: each node's values, whatever else is in the batch."""
+"""The memories column spec: each backend's schema declares it, and a batch encodes each node
+as it would alone."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
+from prme.models.memory import MemoryNode
 from prme.services.memories import build_node
-from prme.storage.rows import VALUE_COLUMNS, node_rows
+from prme.storage.columns import (
+    DERIVED_COLUMNS,
+    INDEX_COLUMNS,
+    MEMORY_COLUMNS,
+    NODE_COLUMNS,
+    VALUE_COLUMNS,
+    node_rows,
+)
 from prme.timeutil import to_us
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
@@ -44,3 +55,71 @@ def test_a_batch_encodes_each_node_as_it_would_alone() -> None:
     assert values[0]["evidence_refs"] == "[]" and values[0]["event_time"] is None
     assert json.loads(values[2]["evidence_refs"]) == [str(ref)]
     assert values[2]["created_at"] == to_us(NOW) + 1_000_000
+
+
+def test_built_nodes_equal_their_validated_form() -> None:
+    """build_node constructs its node without validating it again: every field equals what
+    validating the same values gives, and so does the set of given fields."""
+    nodes = [
+        build_node("plain", user_id="a", now=NOW),
+        build_node(
+            "all of it",
+            user_id="a",
+            now=NOW.astimezone(timezone(timedelta(hours=-3))),
+            scope="project",
+            node_type="instruction",
+            role="tool",
+            session_id="s",
+            confidence=1,
+            metadata={"condition_state": "active"},
+            event_time=NOW,
+            valid_to=NOW + timedelta(days=1),
+            ttl_days=0,
+            pinned=True,
+        ),
+    ]
+    for node in nodes:
+        validated = MemoryNode.model_validate(dict(node))
+        assert dict(node) == dict(validated)
+        assert list(dict(node)) == list(MemoryNode.model_fields)
+        assert node.model_fields_set == validated.model_fields_set
+        assert node.created_at.tzinfo is UTC and node.valid_from.tzinfo is UTC
+    assert nodes[1].confidence == 1.0 and isinstance(nodes[1].confidence, float)
+
+
+def test_the_sqlite_schema_declares_the_column_spec_in_order(tmp_path: Path) -> None:
+    from prme.storage.sqlite import DB_FILE, SQLiteStore
+
+    SQLiteStore(tmp_path).close()
+    conn = sqlite3.connect(tmp_path / DB_FILE)
+    try:
+        declared = [row[1] for row in conn.execute("PRAGMA table_info(memories)")]
+    finally:
+        conn.close()
+    assert tuple(declared) == MEMORY_COLUMNS
+    assert set(NODE_COLUMNS) | set(DERIVED_COLUMNS) == set(VALUE_COLUMNS)
+    assert set(NODE_COLUMNS) == set(MemoryNode.model_fields)
+    assert set(INDEX_COLUMNS) <= set(VALUE_COLUMNS)
+
+
+def test_the_postgres_schema_declares_the_column_spec_in_order(postgres_url: str) -> None:
+    import psycopg
+
+    from prme.storage.postgres import PostgresStore, drop_schema
+
+    schema = f"t_columns_{uuid.uuid4().hex[:12]}"
+    PostgresStore(postgres_url, schema=schema).close()
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            declared = [
+                str(name)
+                for (name,) in conn.execute(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_schema = %s AND table_name = 'memories' ORDER BY ordinal_position",
+                    (schema,),
+                )
+            ]
+    finally:
+        drop_schema(postgres_url, schema)
+    # then the lexical columns PostgreSQL derives from the content (a trigger)
+    assert tuple(declared) == (*MEMORY_COLUMNS, "tsv", "doc_len")

@@ -34,7 +34,7 @@ from prme.services import relevance as relevance_service
 from prme.services.integrity import IntegrityReport
 from prme.storage import transfer
 from prme.storage.base import Store
-from prme.storage.registry import StoreOptions, make_store
+from prme.storage.registry import StoreOptions, backend_name, make_store
 from prme.storage.sqlite import Tracer
 from prme.storage.transfer import TransferSummary
 
@@ -96,7 +96,7 @@ class MemoryClient(LearningMethods):
         if embedder is None and self.config.embedding.provider not in provider_names():
             make_embedder(self.config.embedding.provider)  # raises, listing the valid names
         backing = store or make_store(
-            "postgres" if url else "sqlite",
+            backend_name(self.config.storage.backend, url),
             StoreOptions(
                 path=self.path,
                 url=url,

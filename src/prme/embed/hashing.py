@@ -41,23 +41,29 @@ class HashingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         out = np.zeros((len(texts), self._dimension), dtype=np.float32)
-        cache = self._cache
-        codes: list[int] = []
-        rows: list[int] = []
-        for row, text in enumerate(texts):
+        grams: list[str] = []
+        counts: list[int] = []
+        for text in texts:
             words = _TOKEN.findall(text.lower())
-            grams = words + [f"{a} {b}" for a, b in pairwise(words)]
-            for gram in grams:
-                code = cache.get(gram)
-                codes.append(self._code(gram) if code is None else code)
-            rows.extend([row] * len(grams))
+            before = len(grams)
+            grams += words
+            grams += [f"{a} {b}" for a, b in pairwise(words)]
+            counts.append(len(grams) - before)
+        codes: list[int | None] = list(map(self._cache.get, grams))
+        for at, code in enumerate(codes):
+            if code is None:
+                codes[at] = self._code(grams[at])
         if codes:
+            rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
             packed = np.asarray(codes, dtype=np.int64)
-            signs = np.where(packed & 1, 1.0, -1.0).astype(np.float32)
-            # ±1 sums are exact in float32 whatever the order, so add.at matches a loop.
-            np.add.at(out, (np.asarray(rows, dtype=np.int64), packed >> 1), signs)
-        for row in range(len(texts)):
-            norm = float(np.linalg.norm(out[row]))
-            if norm > 0:
-                out[row] /= norm
+            signs = np.where(packed & 1, 1.0, -1.0)
+            # ±1 sums are exact whatever the order, so one bincount matches a loop.
+            cells = rows * self._dimension + (packed >> 1)
+            sums = np.bincount(cells, weights=signs, minlength=out.size)
+            out = sums.astype(np.float32).reshape(out.shape)
+        # The squares of the integer sums add up exactly in any order, so the norms equal
+        # np.linalg.norm of each row; rows without tokens stay zero.
+        norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+        nonzero = norms > 0
+        out[nonzero] /= norms[nonzero, None]
         return out

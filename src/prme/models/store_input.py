@@ -35,6 +35,10 @@ from prme.validation import invalid_input, require_aware, require_text
 MAX_CONTENT_BYTES = 1_000_000
 MAX_METADATA_DEPTH = 64
 MAX_TTL_DAYS = 1_000_000
+_MEMBERS: dict[type[Enum], dict[str, Enum]] = {
+    kind: {member.value: member for member in kind}
+    for kind in (Scope, NodeType, EpistemicType, SourceType)
+}
 
 
 class StoreFields(BaseModel):
@@ -77,6 +81,9 @@ def _depth(value: Any, limit: int) -> int:
 
 
 def _member(cls: type[Enum], value: Any, field: str) -> Enum:
+    found = _MEMBERS[cls].get(value) if isinstance(value, str) else None
+    if found is not None:  # a member's value (or the member): the common case
+        return found
     try:
         return cls(value)
     except ValueError:
@@ -129,6 +136,8 @@ class StoreInput(StoreFields):
     @field_validator("scope", mode="before")
     @classmethod
     def _scope(cls, value: Any) -> Scope:
+        if isinstance(value, str) and value in _MEMBERS[Scope]:  # one name: the common case
+            return Scope(value)
         scopes = normalize_scope(value, "scope")
         if scopes is None or len(scopes) != 1:
             raise InvalidInputError("scope", "a memory belongs to exactly one scope", value)

@@ -3,6 +3,7 @@
 Everything is read in one consistent snapshot and nothing is repaired or written:
 
 - ``sqlite``: ``PRAGMA integrity_check`` and the FTS5 index against the memories table;
+- ``postgres``: every owner's kept BM25 statistics against those of the stored memories;
 - ``memories``: every memory has exactly one vector of the pack's dimension and one lexical
   row, its ``content_sha256`` matches its content, and no vector, lexical row or entity link
   is orphaned;
@@ -24,13 +25,14 @@ Everything is read in one consistent snapshot and nothing is repaired or written
 
 Each record is read through its kind in :mod:`prme.services.records` (its row rule, its verify
 function in full, its owner and id rules), then the checks that bind records together run. The
-checks read the SQLite pack's tables directly; other backends are reported as unsupported.
+checks read the pack through the Store protocol (``check_storage``, ``scan_rows``,
+``iter_rows``, the digest state), so they run on every backend; ``postgres`` checks the owners'
+BM25 statistics against the stored memories where ``sqlite`` runs its database and FTS5 checks.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -51,13 +53,14 @@ from prme.models.scope import ScopeKey
 from prme.services import profiles, records, reports
 from prme.services.records import RecordKind
 from prme.services.relevance import cut_evidence
-from prme.storage.base import OpRecord
-from prme.storage.oplog_sql import op_columns, op_record, stored_payload
-from prme.storage.sqlite import SQLiteStore
+from prme.storage.base import OpRecord, Store
+from prme.storage.columns import MEMORY_COLUMNS
+from prme.storage.oplog_sql import op_record, stored_payload
 
 CheckName = Literal[
     "backend",
     "sqlite",
+    "postgres",
     "memories",
     "digest",
     "oplog",
@@ -70,7 +73,9 @@ CheckName = Literal[
     "pointer",
     "retention",
 ]
-FTS_CHECK = "INSERT INTO memories_fts(memories_fts, rank) VALUES('integrity-check', 1)"
+_ID, _CONTENT, _CONTENT_SHA256 = (
+    MEMORY_COLUMNS.index(c) for c in ("id", "content", "content_sha256")
+)
 
 
 class IntegrityProblem(Frozen):
@@ -139,24 +144,11 @@ def check_pack(engine: Engine) -> IntegrityReport:
     """
     store = engine.store
     found = _Findings()
-    if not isinstance(store, SQLiteStore):
-        found.add("backend", store.backend_name, "the integrity check supports sqlite packs only")
-        identity = store.pack_identity()
-        return _report(identity.pack_id, identity.write_seq, found)
-    if store.read_only:
-        found.skipped.append(
-            "sqlite: the FTS5 integrity-check command needs write access (the pack is read-only)"
-        )
-    else:
-        with store.serialized("integrity"):  # the FTS5 check is an INSERT command: a write lock
-            try:
-                store.conn.execute(FTS_CHECK)
-            except sqlite3.DatabaseError as exc:
-                found.add("sqlite", "memories_fts", f"lexical index differs from memories ({exc})")
+    problems, skipped = store.check_storage()
+    found.skipped += skipped
+    for problem in problems:
+        found.add(problem.check, problem.ref, problem.message)
     with store.read_snapshot() as identity:
-        for row in store.conn.execute("PRAGMA integrity_check(100)"):
-            if row[0] != "ok":
-                found.add("sqlite", None, str(row[0]))
         _check_memories(store, found)
         _check_digest(store, found)
         _check_operations(engine, store, found)
@@ -188,48 +180,29 @@ def _report(pack_id: str, write_seq: int, found: _Findings) -> IntegrityReport:
 
 
 # ------------------------------------------------------------------------------- memories
-def _scalar(store: SQLiteStore, sql: str) -> int:
-    return int(store.conn.execute(sql).fetchone()[0])
+_SCAN_LIMIT = 100  # problems reported per kind of orphan
 
 
-def _check_memories(store: SQLiteStore, found: _Findings) -> None:
-    counts = found.counts
-    counts["memories"] = _scalar(store, "SELECT count(*) FROM memories")
-    counts["vectors"] = _scalar(store, "SELECT count(*) FROM vectors")
-    counts["lexical_rows"] = _scalar(store, "SELECT count(*) FROM memories_fts_docsize")
-    orphans = {
-        "memory without a vector": "SELECT m.id FROM memories m"
-        " LEFT JOIN vectors v ON v.rowid = m.rowid WHERE v.rowid IS NULL",
-        "memory without a lexical row": "SELECT m.id FROM memories m"
-        " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid WHERE d.id IS NULL",
-        "vector without a memory": "SELECT 'rowid ' || v.rowid FROM vectors v"
-        " LEFT JOIN memories m ON m.rowid = v.rowid WHERE m.rowid IS NULL",
-        "lexical row without a memory": "SELECT 'rowid ' || d.id FROM memories_fts_docsize d"
-        " LEFT JOIN memories m ON m.rowid = d.id WHERE m.rowid IS NULL",
-        "entity link without a memory": "SELECT e.name FROM entities e"
-        " LEFT JOIN memories m ON m.rowid = e.memory_rowid WHERE m.rowid IS NULL",
-    }
-    for message, sql in orphans.items():
-        for (ref,) in store.conn.execute(sql + " LIMIT 100"):
-            found.add("memories", ref, message)
+def _check_memories(store: Store, found: _Findings) -> None:
     dimension = (store.embedder_identity() or {}).get("dimension")
-    if dimension is None:
-        if counts["memories"]:
-            found.add("memories", None, "memories are stored but no embedder is bound")
-    else:
-        for (ref,) in store.conn.execute(
-            "SELECT 'rowid ' || rowid FROM vectors WHERE length(vec) != ? LIMIT 100",
-            (4 * int(dimension),),
-        ):
-            found.add("memories", ref, f"vector is not {dimension} float32 values")
-    for node_id, content, digest in store.conn.execute(
-        "SELECT id, content, content_sha256 FROM memories"
-    ):
+    scan = store.scan_rows(None if dimension is None else int(dimension), _SCAN_LIMIT)
+    counts = found.counts
+    counts["memories"] = scan.memories
+    counts["vectors"] = scan.vectors
+    counts["lexical_rows"] = scan.lexical_rows
+    for message, ref in scan.orphans:
+        found.add("memories", ref, message)
+    if dimension is None and counts["memories"]:
+        found.add("memories", None, "memories are stored but no embedder is bound")
+    for ref in scan.bad_vectors:
+        found.add("memories", ref, f"vector is not {dimension} float32 values")
+    for row in store.iter_rows("memory"):
+        node_id, content, digest = row[_ID], row[_CONTENT], row[_CONTENT_SHA256]
         if sha256_hex(content) != digest:
             found.add("memories", node_id, "content does not match content_sha256")
 
 
-def _check_digest(store: SQLiteStore, found: _Findings) -> None:
+def _check_digest(store: Store, found: _Findings) -> None:
     kept = store.kept_digest_state()
     if kept is None:
         found.skipped.append("digest: the pack predates the kept digest (opened read-only)")
@@ -245,9 +218,6 @@ def _check_digest(store: SQLiteStore, found: _Findings) -> None:
 
 
 # ------------------------------------------------------------------------ operations log
-_OP_SQL = f"SELECT {op_columns('?')} FROM oplog ORDER BY seq"
-
-
 @dataclass
 class _Ledger:
     """What later checks need from earlier operations."""
@@ -264,9 +234,9 @@ class _Ledger:
     pruned: list[tuple[OpRecord, ReceiptPruneRecord]] = field(default_factory=list)
 
 
-def _operations(store: SQLiteStore, found: _Findings, ledger: _Ledger) -> Iterator[OpRecord]:
+def _operations(store: Store, found: _Findings, ledger: _Ledger) -> Iterator[OpRecord]:
     """Every operation whose payload matches its checksum (the others become problems)."""
-    for row in store.conn.execute(_OP_SQL):
+    for row in store.iter_rows("op"):
         found.counts["operations"] += 1
         try:
             payload = stored_payload(row[7], str(row[2]), str(row[1]))
@@ -284,7 +254,7 @@ def _operations(store: SQLiteStore, found: _Findings, ledger: _Ledger) -> Iterat
         yield op
 
 
-def _check_operations(engine: Engine, store: SQLiteStore, found: _Findings) -> None:
+def _check_operations(engine: Engine, store: Store, found: _Findings) -> None:
     """Read every operation through its registered kind, then check what binds them together."""
     ledger = _Ledger()
     for op in _operations(store, found, ledger):

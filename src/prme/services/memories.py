@@ -31,7 +31,7 @@ from prme.retrieval.features import ttl_expired
 from prme.retrieval.owner_index import NO_TTL
 from prme.retrieval.query import extract_entities
 from prme.storage.timeutil import to_us
-from prme.validation import invalid_input, require_owner, require_uuid
+from prme.validation import invalid_input, require_owner, require_uuid, to_utc
 
 MAX_BATCH = 100_000
 
@@ -87,6 +87,31 @@ def build_node(
     defaults; raises InvalidInputError. ``fields`` are :data:`STORE_FIELDS` but ``user_id``."""
     owner = require_owner(user_id)
     given = StoreInput.parse({"content": content, **fields}, now)
+    return _node(given, owner, now, _utc_or_none(now), event_id)
+
+
+def _utc_or_none(now: datetime) -> datetime | None:
+    """``now`` in UTC, or None when it is not an aware datetime (:func:`_node` then lets the
+    node's own validation report it, as it always has)."""
+    try:
+        return to_utc(now)
+    except InvalidInputError:
+        return None
+
+
+def _node(
+    given: StoreInput,
+    owner: str,
+    now: datetime,
+    now_utc: datetime | None,
+    event_id: uuid.UUID | None,
+) -> MemoryNode:
+    """The node of validated fields with the store-time defaults (reference §A.1).
+
+    Every field was checked by :class:`StoreInput` (owner by ``require_owner``, times
+    converted to UTC), and each default is a valid value, so the node is constructed without
+    validating it again; only a clock reading that is not an aware datetime (``now_utc``
+    None) takes the validating path, which reports it as before."""
     ntype = NodeType.NOTE if given.node_type is None else given.node_type
     role = "user" if given.role is None else given.role
     epistemic = given.epistemic_type
@@ -100,35 +125,55 @@ def build_node(
             conf = max(conf, 0.7)
     sal = 0.5 if given.salience is None else given.salience
     decay = DecayProfile.SLOW if ntype is NodeType.INSTRUCTION else DECAY_BY_EPISTEMIC[epistemic]
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "user_id": owner,
+        "scope": Scope.PERSONAL if given.scope is None else given.scope,
+        "node_type": ntype,
+        "content": given.content,
+        "metadata": given.metadata,
+        "session_id": given.session_id,
+        "role": role,
+        "created_at": now_utc,
+        "updated_at": now_utc,
+        "event_time": given.event_time,
+        "valid_from": given.valid_from or now_utc,
+        "valid_to": given.valid_to,
+        "confidence": conf,
+        "salience": sal,
+        "confidence_base": conf,
+        "salience_base": sal,
+        "epistemic_type": epistemic,
+        "source_type": source,
+        "lifecycle_state": LifecycleState.TENTATIVE,
+        "decay_profile": decay,
+        "last_reinforced_at": now_utc,
+        "reinforcement_boost": 0.0,
+        "pinned": bool(given.pinned),
+        "evidence_refs": (event_id or uuid.uuid4(),),
+        "ttl_days": given.ttl_days,
+    }
+    if now_utc is not None:
+        return _constructed(values)
+    for name in ("created_at", "updated_at", "last_reinforced_at"):
+        values[name] = now
+    values["valid_from"] = given.valid_from or now
     try:
-        return MemoryNode(
-            id=uuid.uuid4(),
-            user_id=owner,
-            scope=Scope.PERSONAL if given.scope is None else given.scope,
-            node_type=ntype,
-            content=given.content,
-            metadata=given.metadata,
-            session_id=given.session_id,
-            role=role,
-            created_at=now,
-            updated_at=now,
-            event_time=given.event_time,
-            valid_from=given.valid_from or now,
-            valid_to=given.valid_to,
-            confidence=conf,
-            salience=sal,
-            confidence_base=conf,
-            salience_base=sal,
-            epistemic_type=epistemic,
-            source_type=source,
-            decay_profile=decay,
-            last_reinforced_at=now,
-            pinned=bool(given.pinned),
-            evidence_refs=(event_id or uuid.uuid4(),),
-            ttl_days=given.ttl_days,
-        )
+        return MemoryNode(**values)
     except ValidationError as exc:
         raise invalid_input(exc, "memory", nested=False) from None
+
+
+def _constructed(values: dict[str, Any]) -> MemoryNode:
+    """``MemoryNode.model_construct(**values)`` for ``values`` naming every field in field
+    order: what model_construct sets, without its per-field default lookup (a store_many hot
+    path)."""
+    node = MemoryNode.__new__(MemoryNode)
+    object.__setattr__(node, "__dict__", values)
+    object.__setattr__(node, "__pydantic_fields_set__", set(values))
+    object.__setattr__(node, "__pydantic_extra__", None)
+    object.__setattr__(node, "__pydantic_private__", None)
+    return node
 
 
 def _features(
@@ -158,6 +203,7 @@ def normalize_content(text: str) -> str:
 
 
 STORE_FIELDS = frozenset(StoreFields.model_fields) - {"content"} | {"user_id"}
+_ITEM_FIELDS = STORE_FIELDS - {"user_id"} | {"content"}  # a batch item's, its owner removed
 
 
 def _known_fields(fields: Mapping[str, Any], prefix: str = "") -> None:
@@ -198,6 +244,7 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
     if len(items) > MAX_BATCH:
         raise InvalidInputError("items", f"at most {MAX_BATCH} memories per batch")
     now = engine.clock()
+    now_utc = _utc_or_none(now)
     nodes: list[MemoryNode] = []
     for index, item in enumerate(items):
         if isinstance(item, str):
@@ -207,13 +254,12 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
         fields = dict(item)
         if "user_id" in fields and fields.pop("user_id") != owner:
             raise InvalidInputError(f"items[{index}].user_id", "differs from the batch owner")
-        _known_fields({k: v for k, v in fields.items() if k != "content"}, f"items[{index}].")
+        if not fields.keys() <= _ITEM_FIELDS:
+            _known_fields({k: v for k, v in fields.items() if k != "content"}, f"items[{index}].")
         try:
-            nodes.append(build_node(fields.pop("content"), user_id=owner, now=now, **fields))
+            nodes.append(_node(StoreInput.parse(fields, now), owner, now, now_utc, None))
         except InvalidInputError as exc:
             raise InvalidInputError(f"items[{index}].{exc.field}", str(exc), exc.value) from None
-        except TypeError as exc:
-            raise InvalidInputError(f"items[{index}]", str(exc)) from None
     store_nodes(engine, nodes)
     return [str(n.id) for n in nodes]
 

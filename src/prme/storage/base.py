@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,13 @@ from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
 from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.owner_index import OwnerIndex
+
+if TYPE_CHECKING:  # both import this module's record types
+    from prme.storage.digest import DigestState
+    from prme.storage.pack_rows import RowKind
+
+
+Tracer = Callable[[str], None]  # receives every SQL statement a store runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +48,33 @@ class OpHead:
     target_id: str | None
     created_at_us: int
     checksum: str
+
+
+@dataclass(frozen=True, slots=True)
+class RowScan:
+    """What the integrity check reads from the memory tables (:meth:`Store.scan_rows`).
+
+    ``orphans``: ``(message, ref)`` of each row without its counterpart (at most the scan's
+    limit per kind), e.g. ``("memory without a vector", node_id)``; ``bad_vectors``: refs of
+    vectors that are not the pack's dimension."""
+
+    memories: int
+    vectors: int
+    lexical_rows: int
+    orphans: tuple[tuple[str, str], ...]
+    bad_vectors: tuple[str, ...]
+
+
+StorageCheckName = Literal["sqlite", "postgres"]
+
+
+@dataclass(frozen=True, slots=True)
+class StorageFinding:
+    """One problem the backend's own check found (:meth:`Store.check_storage`)."""
+
+    check: StorageCheckName
+    ref: str | None
+    message: str
 
 
 class Store(Protocol):
@@ -190,4 +224,56 @@ class Store(Protocol):
             InvalidInputError: ``op_type`` is not ``retrieval_receipt``.
             IntegrityError: the append-only guard is missing (the log was tampered with).
         """
+        ...
+
+    # whole-pack rows: export, import (storage/transfer.py) and the integrity check
+    def meta_values(self) -> dict[str, str]:
+        """Every pack metadata key and value (identity, secret, sequences, embedder...)."""
+        ...
+
+    def owner_sequences(self) -> dict[str, int]:
+        """Every owner's content write sequence, by owner."""
+        ...
+
+    def iter_rows(self, kind: RowKind) -> Iterator[tuple[Any, ...]]:
+        """Every stored row of ``kind`` in export order, in the neutral form of
+        :mod:`prme.storage.pack_rows` (streamed; inside the caller's snapshot if any)."""
+        ...
+
+    def import_meta(
+        self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]
+    ) -> None:
+        """Set an empty pack's identity (``pack_id``, ``secret``, ``write_seq``,
+        ``delete_seq``), its embedder (canonical JSON) and the owners' sequences (inside the
+        caller's ``serialized("content")`` transaction)."""
+        ...
+
+    def import_rows(self, kind: RowKind, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert rows of ``kind`` as :meth:`iter_rows` yields them (same transaction)."""
+        ...
+
+    def finish_import(self) -> None:
+        """Rebuild derived state from the imported rows: the kept digest state, and the
+        backend's own (lexical statistics, sequences); same transaction."""
+        ...
+
+    def reload(self) -> None:
+        """Re-read the pack identity and secret and drop caches (after an import commits)."""
+        ...
+
+    def kept_digest_state(self) -> DigestState | None:
+        """The digest state kept with the writes (None: a read-only pack from before it)."""
+        ...
+
+    def recompute_digest_state(self) -> DigestState:
+        """The digest state recomputed from every stored memory."""
+        ...
+
+    def scan_rows(self, dimension: int | None, limit: int) -> RowScan:
+        """Count the memory tables' rows and find orphans and vectors not of ``dimension``
+        (None: not checked), at most ``limit`` of each kind."""
+        ...
+
+    def check_storage(self) -> tuple[list[StorageFinding], list[str]]:
+        """The backend's own consistency checks (problems, and checks it had to skip)."""
         ...

@@ -5,7 +5,7 @@ has the same digest on SQLite and PostgreSQL and after an export/import):
 
 - each memory's **row hash** is SHA-256 over the canonical JSON of
   ``{"entities": [its entity link names, sorted], "memory": [its stored columns]}``
-  (:data:`prme.storage.rows.VALUE_COLUMNS`, times as UTC microseconds), a ``0x00`` byte and its
+  (:data:`prme.storage.columns.VALUE_COLUMNS`, times as UTC microseconds), a ``0x00`` byte and its
   vector's float32 little-endian bytes;
 - the pack keeps the number of memories and the **sum of their row hashes** (256-bit
   big-endian integers, modulo 2**256) in its metadata, updated in the transaction of every
@@ -24,20 +24,17 @@ bytes, and nothing compares a stored report's ``pack_digest`` with the pack's cu
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prme.canonical import canonical_bytes, sha256_hex
-from prme.storage.rows import VALUE_COLUMNS
+from prme.storage.columns import PINNED, VALUE_COLUMNS, select_list
 
 CONSTRUCTION = "prme-pack-digest-v2"
 MODULUS = 1 << 256
 COUNT_KEY = "digest_count"  # meta keys holding the kept state
 SUM_KEY = "digest_sum"
-# The one stored column whose Python type differs by backend: SQLite returns INTEGER 0/1 for
-# the boolean, PostgreSQL a bool.
-_PINNED = VALUE_COLUMNS.index("pinned")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +71,45 @@ def row_hash(values: Sequence[Any], entities: Iterable[str], vector_le: bytes | 
     """The row hash of one memory from its stored column values (``VALUE_COLUMNS`` order),
     its entity link names (any order, repeats ignored) and its vector bytes (None: missing)."""
     columns = list(values)
-    columns[_PINNED] = bool(columns[_PINNED])
+    columns[PINNED] = bool(columns[PINNED])  # SQLite: INTEGER 0/1
     head = canonical_bytes({"entities": sorted(set(entities)), "memory": columns})
     digest = hashlib.sha256(head)
     digest.update(b"\x00")
     if vector_le:
         digest.update(vector_le)
     return int.from_bytes(digest.digest(), "big")
+
+
+def row_hash_queries(where: str, vector: str = "v.vec", prefix: str = "") -> tuple[str, str]:
+    """The two SELECTs :func:`row_hashes` reads, for the stored memories ``m`` that ``where``
+    selects: their entity links ``(rowid, name)``, and their rows ``(rowid, *VALUE_COLUMNS,
+    vector)`` (``vector``: the backend's expression of the vector column ``v.vec``;
+    ``prefix``: the tables' schema, with its dot, when not on the search path)."""
+    links = (
+        f"SELECT e.memory_rowid, e.name FROM {prefix}entities e JOIN {prefix}memories m"
+        f" ON m.rowid = e.memory_rowid WHERE {where}"
+    )
+    rows = (
+        f"SELECT m.rowid, {select_list(VALUE_COLUMNS, 'm')}, {vector} FROM {prefix}memories m"
+        f" LEFT JOIN {prefix}vectors v ON v.rowid = m.rowid WHERE {where}"
+    )
+    return links, rows
+
+
+def row_hashes(
+    links: Iterable[Sequence[Any]],
+    rows: Iterable[Sequence[Any]],
+    vector_le: Callable[[Any], bytes | None] = lambda raw: raw,
+) -> Iterator[int]:
+    """The row hash of each row of :func:`row_hash_queries`' second query, given the rows of
+    its first; ``vector_le`` turns the backend's vector value into little-endian float32
+    bytes (None: no vector)."""
+    names: dict[int, list[str]] = {}
+    for rowid, name in links:
+        names.setdefault(int(rowid), []).append(str(name))
+    for row in rows:
+        vector = None if row[-1] is None else vector_le(row[-1])
+        yield row_hash(row[1:-1], names.get(int(row[0]), ()), vector)
 
 
 def pack_digest(embedder: dict[str, Any] | None, state: DigestState) -> str:

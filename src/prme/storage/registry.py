@@ -1,4 +1,6 @@
-"""Storage backends by name: ``sqlite`` (the embedded pack) and ``postgres`` (scale-out)."""
+"""Storage backends by name: ``sqlite`` (the embedded pack, :mod:`prme.storage.sqlite`) and
+``postgres`` (scale-out, :mod:`prme.storage.postgres`). Each backend is a package imported only
+when its name is configured; nothing else in ``prme.storage`` imports one."""
 
 from __future__ import annotations
 
@@ -7,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prme.errors import InvalidInputError
-from prme.storage.base import Store
-from prme.storage.sqlite import SQLiteStore, Tracer
+from prme.storage.base import Store, Tracer
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,12 @@ class StoreOptions:
 
 
 def _sqlite(options: StoreOptions) -> Store:
+    if options.url:
+        raise InvalidInputError(
+            "storage.postgres_url", "the sqlite backend opens a pack directory, not a URL"
+        )
+    from prme.storage.sqlite import SQLiteStore
+
     return SQLiteStore(
         options.path or Path("."),
         frozen=options.frozen,
@@ -54,12 +61,20 @@ BACKENDS: dict[str, Callable[[StoreOptions], Store]] = {
 }
 
 
+def backend_name(configured: str | None, url: str | None) -> str:
+    """The backend to open: the configured name (``storage.backend``), else ``postgres`` when
+    a URL is given, else ``sqlite``."""
+    if configured is not None:
+        return configured
+    return "postgres" if url else "sqlite"
+
+
 def make_store(name: str, options: StoreOptions) -> Store:
     """Open the store of backend ``name``.
 
     Raises:
         InvalidInputError: an unknown backend (the message lists every valid name), a
-            missing URL, or the postgres extra not installed.
+            missing URL (postgres) or a URL given (sqlite), or the postgres extra not installed.
     """
     factory = BACKENDS.get(name)
     if factory is None:

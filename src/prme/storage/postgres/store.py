@@ -1,6 +1,6 @@
 """The scale-out store: PostgreSQL with pgvector, shared by any number of API processes.
 
-It keeps the SQLite pack's tables and semantics (``storage/sqlite.py``), so the engine cannot
+It keeps the SQLite pack's tables and semantics (``storage/sqlite/``), so the engine cannot
 tell them apart except through the feature identity (``storage: postgres``, ``lexical``):
 
 - **Pack identity** in ``meta``: pack id, attestation secret, content write and delete
@@ -45,7 +45,6 @@ import hashlib
 import hmac
 import json
 import math
-import struct
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -54,8 +53,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import psycopg
-from psycopg.adapt import Buffer, Dumper, Loader
-from psycopg.pq import Format
 from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
@@ -71,12 +68,36 @@ from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
 from prme.retrieval.ann import AnnPolicy
-from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
+from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
 from prme.storage import payloads
-from prme.storage.base import OpHead, OpRecord
-from prme.storage.migrations import (
+from prme.storage.base import OpHead, OpRecord, RowScan, StorageFinding, Tracer
+from prme.storage.columns import (
+    INDEX_COLUMNS,
+    MEMORY_COLUMNS,
+    NODE_COLUMNS,
+    index_row,
+    node_rows,
+    row_to_node,
+    select_list,
+)
+from prme.storage.oplog_sql import (
+    OP_COLUMNS,
+    select_op_checksums,
+    select_ops,
+    stored_payload,
+    verified_op,
+)
+from prme.storage.pack_rows import RowKind, select_rows
+from prme.storage.postgres import lexical, pack
+from prme.storage.postgres.digest import (
+    digest_state,
+    recompute_digest_state,
+    row_hashes,
+    save_digest_state,
+)
+from prme.storage.postgres.migrations import (
     LATEST_VERSION,
     STORE_SCHEMA_VERSION,
     Conn,
@@ -87,29 +108,11 @@ from prme.storage.migrations import (
     upgrade_connection,
     vector_schema,
 )
-from prme.storage.oplog_sql import (
-    OP_COLUMNS,
-    select_op_checksums,
-    select_ops,
-    stored_payload,
-    verified_op,
-)
-from prme.storage.pg_digest import (
-    digest_state,
-    recompute_digest_state,
-    row_hashes,
-    save_digest_state,
-)
-from prme.storage.rows import node_rows
-from prme.storage.sqlite import _INDEX_COLUMNS, _NODE_COLUMNS, Tracer, _index_row, _row_to_node
+from prme.storage.postgres.vectors import PgVector, VectorDumper, VectorLoader
 
 RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
-_MEMORY_COLUMNS = (
-    "rowid, id, user_id, scope, node_type, content, content_sha256, metadata, condition_state,"
-    " session_id, role, created_at, updated_at, event_time, valid_from, valid_to, confidence,"
-    " salience, confidence_base, salience_base, epistemic_type, source_type, lifecycle_state,"
-    " decay_profile, last_reinforced_at, reinforcement_boost, pinned, evidence_refs, ttl_days"
-)
+_MEMORY_COLUMNS = select_list(MEMORY_COLUMNS)
+_NODE_COLUMNS = select_list(NODE_COLUMNS)
 # Batches up to this size are pipelined INSERTs (few round trips); larger ones use COPY.
 _SMALL_BATCH = 32
 # Temporary failures (StorageUnavailableError, HTTP 503): no SQLSTATE (client side), class 08
@@ -117,40 +120,6 @@ _SMALL_BATCH = 32
 # lock wait past lock_timeout (55P03) or statement_timeout (57014 query_canceled).
 _UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03", "53", "55P03", "57014")
 _SYNCHRONOUS_COMMIT = ("off", "local", "remote_write", "remote_apply", "on")
-
-
-class PgVector(bytes):
-    """A vector already encoded in pgvector's binary form (dimension, unused, big-endian f4)."""
-
-    @classmethod
-    def encode(cls, values: npt.NDArray[np.float32]) -> PgVector:
-        data = np.ascontiguousarray(values, dtype=">f4")
-        return cls(struct.pack(">HH", data.shape[0], 0) + data.tobytes())
-
-    @classmethod
-    def encode_rows(cls, vectors: npt.NDArray[np.float32], count: int) -> list[PgVector]:
-        data = np.ascontiguousarray(vectors[:count], dtype=">f4")
-        header = struct.pack(">HH", data.shape[1], 0)
-        return [cls(header + data[i].tobytes()) for i in range(count)]
-
-    @staticmethod
-    def decode_le(data: bytes) -> bytes:
-        """Little-endian float32 bytes (the SQLite pack's BLOB layout) of a binary vector."""
-        return np.frombuffer(data, dtype=">f4", offset=4).astype("<f4").tobytes()
-
-
-class _VectorDumper(Dumper):
-    format = Format.BINARY
-
-    def dump(self, obj: Any) -> Buffer:
-        return bytes(obj)
-
-
-class _VectorLoader(Loader):
-    format = Format.BINARY
-
-    def load(self, data: Buffer) -> bytes:
-        return bytes(data)
 
 
 def _verified(row: Sequence[Any]) -> OpRecord:
@@ -264,9 +233,9 @@ class PostgresStore:
     def _configure(self, conn: Conn) -> None:
         conn.execute(f"SET search_path TO {self.schema}, {self._vector_schema}")
         conn.execute(f"SET synchronous_commit TO {self.synchronous_commit}")
-        dumper = type("PgVectorDumper", (_VectorDumper,), {"oid": self._vector_oid})
+        dumper = type("PgVectorDumper", (VectorDumper,), {"oid": self._vector_oid})
         conn.adapters.register_dumper(PgVector, dumper)
-        conn.adapters.register_loader(self._vector_oid, _VectorLoader)
+        conn.adapters.register_loader(self._vector_oid, VectorLoader)
 
     def _trace(self, sql: str) -> None:
         if self.tracer is not None:
@@ -523,6 +492,47 @@ class PostgresStore:
         state = self._digest_state(conn, for_update=True)
         save_digest_state(conn, "", state.remove(removed).add(added))
 
+    # ------------------------------------------------------------- whole-pack rows
+    def meta_values(self) -> dict[str, str]:
+        return self._meta_values()
+
+    def owner_sequences(self) -> dict[str, int]:
+        rows = self._fetchall("SELECT user_id, write_seq FROM owner_sequences ORDER BY user_id")
+        return {str(user_id): int(seq) for user_id, seq in rows}
+
+    def iter_rows(self, kind: RowKind) -> Iterator[tuple[Any, ...]]:
+        with self.transaction() as conn:
+            self._trace(select_rows(kind, "%s"))
+            yield from pack.iter_rows(conn, kind)
+
+    def import_meta(
+        self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]
+    ) -> None:
+        with self.transaction() as conn:
+            pack.import_meta(conn, meta, embedder, owners)
+            if embedder is not None:
+                self._type_vectors(conn, json.loads(embedder))
+
+    def import_rows(self, kind: RowKind, rows: Sequence[tuple[Any, ...]]) -> None:
+        with self.transaction() as conn:
+            pack.import_rows(conn, kind, rows, PgVector.encode)
+
+    def finish_import(self) -> None:
+        with self.transaction() as conn:
+            pack.finish_import(conn)
+            self.rebuild_digest_state()
+
+    # ------------------------------------------------------------------- integrity
+    def scan_rows(self, dimension: int | None, limit: int) -> RowScan:
+        with self.read_snapshot(), self._connection() as conn:
+            return pack.scan_rows(conn, dimension, limit)
+
+    def check_storage(self) -> tuple[list[StorageFinding], list[str]]:
+        """The owners' BM25 statistics against the stored memories (PostgreSQL checks its
+        own tables and indexes)."""
+        with self.read_snapshot(), self._connection() as conn:
+            return pack.check_lexical_statistics(conn, 100), []
+
     # ---------------------------------------------------------------- content writes
     def _refuse_if_frozen(self, operation: str) -> None:
         if self.frozen:
@@ -683,7 +693,7 @@ class PostgresStore:
             f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = %s AND user_id = %s",
             (node_id, user_id),
         )
-        return None if row is None else _row_to_node(row)
+        return None if row is None else row_to_node(row)
 
     def list_memories(
         self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
@@ -695,14 +705,14 @@ class PostgresStore:
             params.append([s.value for s in scopes])
         sql += " ORDER BY id LIMIT %s"
         params.append(limit)
-        return [_row_to_node(r) for r in self._fetchall(sql, params)]
+        return [row_to_node(r) for r in self._fetchall(sql, params)]
 
     def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
         rows = self._fetchall(
             f"SELECT rowid, {_NODE_COLUMNS} FROM memories WHERE rowid = ANY(%s)",
             ([int(r) for r in rowids],),
         )
-        return {int(r[0]): _row_to_node(r[1:]) for r in rows}
+        return {int(r[0]): row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
     def configure_vector_index(self, policy: AnnPolicy | None) -> None:
@@ -728,7 +738,7 @@ class PostgresStore:
                     index = OwnerIndex(int(dimension), ann=self._ann)
                 rows = self._run(
                     conn,
-                    f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, m.doc_len, v.vec FROM memories m"
+                    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
                     " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
                     " ORDER BY m.rowid",
                     (user_id, index.max_rowid),
@@ -746,7 +756,7 @@ class PostgresStore:
                     raw = b"".join(bytes(r[-1])[4:] for r in rows)
                     vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
                     index.append(
-                        [_index_row(r, int(r[-2])) for r in rows],
+                        [index_row(r, int(r[-2])) for r in rows],
                         vectors.reshape(len(rows), int(dimension)),
                         entities,
                     )
@@ -759,67 +769,13 @@ class PostgresStore:
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
         """BM25 over the owner's memories with FTS5's formula and the owner's statistics:
-        ``(rowid, score)``, best first."""
+        ``(rowid, score)``, best first (:mod:`prme.storage.postgres.lexical`)."""
         if not terms:
             return []
         with self._connection() as conn:
-            # One row per (query term, lexeme): FTS5 scores each query phrase separately.
-            found = self._run(
-                conn,
-                "SELECT t.ord, l.lexeme, COALESCE(x.df, 0), s.n_docs, s.n_tokens"
-                " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)"
-                " CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector("
-                "'prme_english'::regconfig, prme_lexical_text(t.term)))) AS l(lexeme)"
-                " LEFT JOIN owner_lexemes x ON x.user_id = %s AND x.lexeme = l.lexeme"
-                " CROSS JOIN (SELECT COALESCE(MAX(n_docs), 0) AS n_docs,"
-                " COALESCE(MAX(n_tokens), 0) AS n_tokens FROM owner_lexical_stats"
-                " WHERE user_id = %s) AS s ORDER BY t.ord, l.lexeme",
-                (list(terms), user_id, user_id),
-            ).fetchall()
-            n_docs, n_tokens = (int(found[0][3]), int(found[0][4])) if found else (0, 0)
-            if n_docs == 0 or n_tokens == 0:
-                return []
-            query = [
-                (int(ord_), str(lexeme), bm25_idf(n_docs, int(df)))
-                for ord_, lexeme, df, _, _ in found
-                if "'" not in lexeme and "\\" not in lexeme
-            ]
-            if not query:
-                return []
-            ords, lexemes, idfs = (list(column) for column in zip(*query, strict=True))
-            tsquery = " | ".join(sorted({f"'{lexeme}'" for lexeme in lexemes}))
-            scope_sql, scope_params = "", []
-            if scopes is not None:
-                scope_sql = " AND h.scope = ANY(%s)"
-                scope_params = [sorted({s.value for s in scopes})]
-            # The exact arithmetic of FTS5's bm25(), summed in query-term order. The GIN
-            # index goes first (as FTS5's MATCH does), then the owner and scope filter.
-            rows = self._run(
-                conn,
-                "SELECT h.rowid, SUM(w.idf * ((u.tf * (%s + 1.0))"
-                " / (u.tf + %s * (1.0 - %s + %s * h.doc_len / %s))) ORDER BY w.ord)"
-                " AS score FROM prme_lexical_hits(%s::tsquery) AS h CROSS JOIN LATERAL"
-                " (SELECT lexeme, cardinality(positions)::float8 AS tf FROM unnest(h.tsv)) AS u"
-                " JOIN unnest(%s::int[], %s::text[], %s::float8[]) AS w(ord, lexeme, idf)"
-                " ON w.lexeme = u.lexeme"
-                f" WHERE h.user_id = %s{scope_sql}"
-                " GROUP BY h.rowid ORDER BY score DESC, h.rowid LIMIT %s",
-                [
-                    BM25_K1,
-                    BM25_K1,
-                    BM25_B,
-                    BM25_B,
-                    n_tokens / n_docs,
-                    tsquery,
-                    ords,
-                    lexemes,
-                    idfs,
-                    user_id,
-                    *scope_params,
-                    k,
-                ],
-            ).fetchall()
-        return [(int(r[0]), float(r[1])) for r in rows]
+            return lexical.search(
+                lambda sql, params: self._run(conn, sql, params), user_id, scopes, terms, k
+            )
 
     # ---------------------------------------------------------------- operations log
     def append_op(

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import hmac
 import json
 import os
-import random
 import secrets
 import sqlite3
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,41 +26,26 @@ from prme.errors import (
     InvalidInputError,
     PackNotFoundError,
     ReadOnlyPackError,
-    StorageUnavailableError,
 )
-from prme.models.enums import (
-    DecayProfile,
-    EpistemicType,
-    LifecycleState,
-    NodeType,
-    Scope,
-    SourceType,
-)
+from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
-from prme.retrieval import index_file
 from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1
-from prme.retrieval.owner_index import (
-    CONDITIONS,
-    DECAYS,
-    EPISTEMIC,
-    LIFECYCLES,
-    NO_TIME,
-    NO_TTL,
-    NODE_TYPES,
-    SCOPES,
-    SOURCES,
-    OwnerIndex,
-    code,
-)
+from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
 from prme.storage import payloads
-from prme.storage.base import OpHead, OpRecord
+from prme.storage.base import OpHead, OpRecord, RowScan, StorageFinding, Tracer
+from prme.storage.columns import (
+    NODE_COLUMNS,
+    insert_memories_sql,
+    node_rows,
+    row_to_node,
+    select_list,
+)
 from prme.storage.fts5_lexical import (
     QueryTokenizer,
     create_instance_table,
-    first_varint,
     owner_bm25,
 )
 from prme.storage.oplog_sql import (
@@ -73,152 +55,15 @@ from prme.storage.oplog_sql import (
     stored_payload,
     verified_op,
 )
-from prme.storage.rows import VALUE_COLUMNS, node_rows
-from prme.storage.timeutil import from_us, opt_from_us
+from prme.storage.pack_rows import RowKind
+from prme.storage.sqlite import connection, indexes, pack
+from prme.storage.sqlite.indexes import INDEX_DIR
 
 DB_FILE = "pack.sqlite3"
-# Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
-INDEX_DIR = "index"
-# An owner index of at least this many rows is saved there (and again after growing by this
-# many rows, or an eighth): reopening the pack then loads it instead of rebuilding it.
-SAVE_INDEX_ROWS = 4096
-INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-# Lock retries go on for the busy timeout, and at least this long (SQLite's own busy handler
-# does not wait in every case, e.g. for the journal-mode switch of a pack being created).
-LOCK_RETRY_SECONDS = 2.0
-DISK_FULL = "the disk is full; nothing was written (free space, then retry)"
-
-# SQLite's answers when the pack's file or directory cannot be written (or the -shm/-wal
-# files cannot be created next to it): the pack is then opened read-only.
-_READ_ONLY_ERRORS = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
-
-Tracer = Callable[[str], None]
-T = TypeVar("T")
-
-_NODE_COLUMNS = (
-    "id, user_id, scope, node_type, content, metadata, session_id, role, created_at, updated_at,"
-    " event_time, valid_from, valid_to, confidence, salience, confidence_base, salience_base,"
-    " epistemic_type, source_type, lifecycle_state, decay_profile, last_reinforced_at,"
-    " reinforcement_boost, pinned, evidence_refs, ttl_days"
-)
-_INDEX_COLUMNS = (
-    "m.id",
-    "m.scope",
-    "m.node_type",
-    "m.epistemic_type",
-    "m.source_type",
-    "m.lifecycle_state",
-    "m.decay_profile",
-    "m.condition_state",
-    "m.created_at",
-    "m.updated_at",
-    "m.event_time",
-    "m.valid_from",
-    "m.valid_to",
-    "m.last_reinforced_at",
-    "m.confidence",
-    "m.salience",
-    "m.confidence_base",
-    "m.salience_base",
-    "m.reinforcement_boost",
-    "m.pinned",
-    "m.content_sha256",
-    "m.evidence_refs",
-    "m.ttl_days",
-)
-
-
-def _index_row(r: tuple[Any, ...], doc_len: int) -> dict[str, Any]:
-    """An owner-index row from ``rowid`` + ``_INDEX_COLUMNS`` and the lexical token count."""
-    return {
-        "rowid": r[0],
-        "id": r[1],
-        "scope": code(SCOPES, r[2]),
-        "node_type": code(NODE_TYPES, r[3]),
-        "epistemic": code(EPISTEMIC, r[4]),
-        "source": code(SOURCES, r[5]),
-        "lifecycle": code(LIFECYCLES, r[6]),
-        "decay": code(DECAYS, r[7]),
-        "condition": code(CONDITIONS, r[8]),
-        "created_at": r[9],
-        "updated_at": r[10],
-        "event_time": NO_TIME if r[11] is None else r[11],
-        "valid_from": r[12],
-        "valid_to": NO_TIME if r[13] is None else r[13],
-        "last_reinforced_at": r[14],
-        "confidence": r[15],
-        "salience": r[16],
-        "confidence_base": r[17],
-        "salience_base": r[18],
-        "reinforcement_boost": r[19],
-        "pinned": bool(r[20]),
-        "content_sha256": r[21],
-        "evidence_refs": r[22],
-        "ttl_days": NO_TTL if r[23] is None else r[23],
-        "doc_len": doc_len,
-    }
-
-
-def _row_to_node(row: sqlite3.Row | tuple[Any, ...]) -> MemoryNode:
-    (
-        id_,
-        user_id,
-        scope,
-        node_type,
-        content,
-        metadata,
-        session_id,
-        role,
-        created_at,
-        updated_at,
-        event_time,
-        valid_from,
-        valid_to,
-        confidence,
-        salience,
-        confidence_base,
-        salience_base,
-        epistemic_type,
-        source_type,
-        lifecycle_state,
-        decay_profile,
-        last_reinforced_at,
-        reinforcement_boost,
-        pinned,
-        evidence_refs,
-        ttl_days,
-    ) = tuple(row)
-    # Rows were validated when written; construct without re-validating (a hot path).
-    return MemoryNode.model_construct(
-        id=uuid.UUID(id_),
-        user_id=user_id,
-        scope=Scope(scope),
-        node_type=NodeType(node_type),
-        content=content,
-        metadata=None if metadata is None else json.loads(metadata),
-        session_id=session_id,
-        role=role,
-        created_at=from_us(created_at),
-        updated_at=from_us(updated_at),
-        event_time=opt_from_us(event_time),
-        valid_from=from_us(valid_from),
-        valid_to=opt_from_us(valid_to),
-        confidence=confidence,
-        salience=salience,
-        confidence_base=confidence_base,
-        salience_base=salience_base,
-        epistemic_type=EpistemicType(epistemic_type),
-        source_type=SourceType(source_type),
-        lifecycle_state=LifecycleState(lifecycle_state),
-        decay_profile=DecayProfile(decay_profile),
-        last_reinforced_at=from_us(last_reinforced_at),
-        reinforcement_boost=reinforcement_boost,
-        pinned=bool(pinned),
-        evidence_refs=tuple(uuid.UUID(r) for r in json.loads(evidence_refs)),
-        ttl_days=ttl_days,
-    )
+_NODE_COLUMNS = select_list(NODE_COLUMNS)
+_INSERT_MEMORIES = insert_memories_sql("?")
 
 
 class SQLiteStore:
@@ -249,7 +94,7 @@ class SQLiteStore:
         self.read_only_reason = ""
         self.tracer = tracer
         self._busy_timeout_ms = busy_timeout_ms
-        self._lock_window = max(busy_timeout_ms / 1000, LOCK_RETRY_SECONDS)
+        self._lock_window = max(busy_timeout_ms / 1000, connection.LOCK_RETRY_SECONDS)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
@@ -285,7 +130,7 @@ class SQLiteStore:
         reports read-only mounts to root), so a passing failure never makes a pack read-only."""
         name = str(getattr(exc, "sqlite_errorname", ""))
         return (
-            name.startswith(_READ_ONLY_ERRORS)
+            name.startswith(connection.READ_ONLY_ERRORS)
             and self.db_path.is_file()
             and os.access(self.db_path, os.R_OK)
             and not (os.access(self.db_path, os.W_OK) and os.access(self.path, os.W_OK))
@@ -298,7 +143,7 @@ class SQLiteStore:
         self._close_connections()
         self._closed = False
         self._local = threading.local()
-        self.read_only_reason = _describe(cause)
+        self.read_only_reason = connection.describe(cause)
         self.read_only_mode = "ro"
         try:
             self._check_schema()
@@ -348,7 +193,7 @@ class SQLiteStore:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
             if not self.read_only_mode:
                 # Several processes opening a new pack at once race to switch it to WAL.
-                _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
+                connection.retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             create_instance_table(conn)
@@ -399,7 +244,7 @@ class SQLiteStore:
         if conn.in_transaction:
             yield conn
             return
-        _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
+        connection.retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), self._lock_window)
         try:
             yield conn
             conn.execute("COMMIT")
@@ -415,24 +260,8 @@ class SQLiteStore:
                 )
             raise
 
-    @contextmanager
-    def _temporary_errors(self) -> Iterator[None]:
-        """A write that outwaited the busy timeout (``SQLITE_BUSY``/``SQLITE_LOCKED``) or met a
-        full disk (``SQLITE_FULL``, ``ENOSPC``) raises :class:`StorageUnavailableError`."""
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-            if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                detail = f"the pack stayed locked by another writer for {self._lock_window:g} s"
-                raise StorageUnavailableError(str(self.db_path), f"{detail}; retry later") from exc
-            if code == sqlite3.SQLITE_FULL:
-                raise StorageUnavailableError(str(self.db_path), DISK_FULL, 30) from exc
-            raise
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise StorageUnavailableError(str(self.db_path), DISK_FULL, 30) from exc
-            raise
+    def _temporary_errors(self) -> AbstractContextManager[None]:
+        return connection.temporary_errors(self.db_path, self._lock_window)
 
     @contextmanager
     def serialized(self, key: str) -> Iterator[None]:
@@ -457,7 +286,7 @@ class SQLiteStore:
             conn.execute("COMMIT")
 
     def _initialize(self) -> None:
-        script = resources.files("prme.storage").joinpath("schema.sql").read_text("utf-8")
+        script = resources.files("prme.storage.sqlite").joinpath("schema.sql").read_text("utf-8")
         conn = self.conn
         with self._write():
             for statement in script.split(";\n"):
@@ -601,21 +430,9 @@ class SQLiteStore:
     def _rows_hashes(self, where: str, params: Sequence[Any]) -> Iterator[int]:
         """Row hashes of the stored memories selected by ``where`` (on ``m``), read from the
         tables as stored."""
+        links, rows = pack_digest_.row_hash_queries(where)
         conn = self.conn
-        names: dict[int, list[str]] = {}
-        for rowid, name in conn.execute(
-            f"SELECT e.memory_rowid, e.name FROM entities e JOIN memories m"
-            f" ON m.rowid = e.memory_rowid WHERE {where}",
-            params,
-        ):
-            names.setdefault(int(rowid), []).append(str(name))
-        columns = ", ".join(f"m.{c}" for c in VALUE_COLUMNS)
-        for row in conn.execute(
-            f"SELECT m.rowid, {columns}, v.vec FROM memories m"
-            f" LEFT JOIN vectors v ON v.rowid = m.rowid WHERE {where}",
-            params,
-        ):
-            yield pack_digest_.row_hash(row[1:-1], names.get(int(row[0]), ()), row[-1])
+        return pack_digest_.row_hashes(conn.execute(links, params), conn.execute(rows, params))
 
     def recompute_digest_state(self) -> pack_digest_.DigestState:
         """The digest state recomputed from every stored memory (``pack check``, upgrades)."""
@@ -631,6 +448,59 @@ class SQLiteStore:
     ) -> None:
         state = self._digest_state() or self.recompute_digest_state()
         self._save_digest_state(conn, state.remove(removed).add(added))
+
+    def reload(self) -> None:
+        """Re-read the pack identity and secret and drop caches (after an import)."""
+        self._secret = bytes.fromhex(self._meta("secret"))
+        self._pack_id = self._meta("pack_id")
+        self._embedder = None
+        with self._index_lock:
+            self._indexes.clear()
+
+    # ------------------------------------------------------------- whole-pack rows
+    def meta_values(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self.conn.execute("SELECT key, value FROM meta")}
+
+    def owner_sequences(self) -> dict[str, int]:
+        rows = self.conn.execute("SELECT user_id, write_seq FROM owner_sequences ORDER BY user_id")
+        return {str(user_id): int(seq) for user_id, seq in rows}
+
+    def iter_rows(self, kind: RowKind) -> Iterator[tuple[Any, ...]]:
+        return pack.iter_rows(self.conn, kind)
+
+    def import_meta(
+        self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]
+    ) -> None:
+        with self._write() as conn:
+            pack.import_meta(conn, meta, embedder, owners)
+
+    def import_rows(self, kind: RowKind, rows: Sequence[tuple[Any, ...]]) -> None:
+        with self._write() as conn:
+            pack.import_rows(conn, kind, rows)
+
+    def finish_import(self) -> None:
+        self.rebuild_digest_state()
+
+    # ------------------------------------------------------------------- integrity
+    def scan_rows(self, dimension: int | None, limit: int) -> RowScan:
+        return pack.scan_rows(self.conn, dimension, limit)
+
+    def check_storage(self) -> tuple[list[StorageFinding], list[str]]:
+        """SQLite's ``PRAGMA integrity_check`` and FTS5's check of its index (a write
+        command: skipped on a read-only pack)."""
+        found: list[StorageFinding] = []
+        skipped: list[str] = []
+        if self.read_only:
+            skipped.append(
+                "sqlite: the FTS5 integrity-check command needs write access (the pack is"
+                " read-only)"
+            )
+        else:
+            with self.serialized("integrity"):  # the FTS5 check is an INSERT: a write lock
+                found += pack.check_fts(self.conn)
+        with self.read_snapshot():
+            found += pack.check_database(self.conn)
+        return found, skipped
 
     # ---------------------------------------------------------------- content writes
     def _refuse_if_frozen(self, operation: str) -> None:
@@ -649,7 +519,7 @@ class SQLiteStore:
         if not nodes:
             return
         rows = node_rows(nodes)
-        blobs = [np.ascontiguousarray(vectors[i], dtype="<f4").tobytes() for i in range(len(rows))]
+        blobs = [row.tobytes() for row in np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")]
         hashes = [
             pack_digest_.row_hash(row, names, blob)
             for row, names, blob in zip(rows, entities, blobs, strict=True)
@@ -658,13 +528,7 @@ class SQLiteStore:
             first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
             rowids = list(range(first, first + len(rows)))
             conn.executemany(
-                "INSERT INTO memories(rowid, id, user_id, scope, node_type, content,"
-                " content_sha256, metadata, condition_state, session_id, role, created_at,"
-                " updated_at, event_time, valid_from, valid_to, confidence, salience,"
-                " confidence_base, salience_base, epistemic_type, source_type, lifecycle_state,"
-                " decay_profile, last_reinforced_at, reinforcement_boost, pinned, evidence_refs,"
-                " ttl_days) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(rowid, *row) for rowid, row in zip(rowids, rows, strict=True)],
+                _INSERT_MEMORIES, [(rowid, *row) for rowid, row in zip(rowids, rows, strict=True)]
             )
             conn.executemany(
                 "INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
@@ -743,7 +607,7 @@ class SQLiteStore:
             f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = ? AND user_id = ?",
             (node_id, user_id),
         ).fetchone()
-        return None if row is None else _row_to_node(row)
+        return None if row is None else row_to_node(row)
 
     def list_memories(
         self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
@@ -755,7 +619,7 @@ class SQLiteStore:
             params += [s.value for s in scopes]
         sql += " ORDER BY id LIMIT ?"
         params.append(limit)
-        return [_row_to_node(r) for r in self.conn.execute(sql, params)]
+        return [row_to_node(r) for r in self.conn.execute(sql, params)]
 
     def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
         rows = self.conn.execute(
@@ -763,7 +627,7 @@ class SQLiteStore:
             " WHERE rowid IN (SELECT value FROM json_each(?))",
             (json.dumps(list(rowids)),),
         )
-        return {int(r[0]): _row_to_node(r[1:]) for r in rows}
+        return {int(r[0]): row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
     def configure_vector_index(self, policy: AnnPolicy | None) -> None:
@@ -793,89 +657,23 @@ class SQLiteStore:
 
     def _refreshed_index(self, user_id: str, dimension: int) -> OwnerIndex:
         write_seq, delete_seq = self._sequences()
+        root = self.path / INDEX_DIR
         with self._index_lock:
             index = self._indexes.get(user_id)
             if index is not None and index.write_seq == write_seq:
                 return index.snapshot()
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                index = self._saved_index(user_id, int(dimension), delete_seq) or OwnerIndex(
-                    int(dimension), ann=self._ann, ann_dir=self.path / INDEX_DIR
+                saved = indexes.saved(
+                    self.conn, root, (self._pack_id, user_id, delete_seq, dimension), self._ann
                 )
-            if index.size == 0:  # a new index: its arrays get their final size at once
-                (count,) = self.conn.execute(
-                    "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,)
-                ).fetchone()
-                index.reserve(int(count))
-            # In batches, so a large owner's rows never all exist as Python objects at once.
-            cursor = self.conn.execute(
-                f"SELECT m.rowid, {', '.join(_INDEX_COLUMNS)}, d.sz, v.vec FROM memories m"
-                " JOIN vectors v ON v.rowid = m.rowid"
-                " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
-                " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid",
-                (user_id, index.max_rowid),
-            )
-            while rows := cursor.fetchmany(INDEX_BATCH_ROWS):
-                entities: dict[int, list[str]] = {}
-                for rowid, name in self.conn.execute(
-                    "SELECT memory_rowid, name FROM entities WHERE user_id = ?"
-                    " AND memory_rowid BETWEEN ? AND ? ORDER BY memory_rowid, name",
-                    (user_id, rows[0][0], rows[-1][0]),
-                ):
-                    entities.setdefault(int(rowid), []).append(str(name))
-                vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
-                index.append(
-                    [_index_row(r, first_varint(r[-2])) for r in rows],
-                    vectors.reshape(len(rows), int(dimension)),
-                    entities,
-                )
+                index = saved or OwnerIndex(dimension, ann=self._ann, ann_dir=root)
+            indexes.append_new_rows(self.conn, index, user_id)
             index.write_seq = write_seq
             index.delete_seq = delete_seq
             self._indexes[user_id] = index
-            self._save_index(user_id, index)
+            if not self.read_only_mode:  # a read-only pack keeps it in memory only
+                indexes.save(root, self._pack_id, user_id, index)
             return index.snapshot()
-
-    def _saved_index(self, user_id: str, dimension: int, delete_seq: int) -> OwnerIndex | None:
-        """The owner's index saved beside the pack, when it matches the database (the pack,
-        the delete sequence, the dimension, and the owner's rows up to its last rowid)."""
-        directory = index_file.owner_directory(self.path / INDEX_DIR, user_id)
-        stamp = index_file.read_stamp(directory)
-        if stamp is None or (stamp.pack_id, stamp.user_id, stamp.delete_seq, stamp.dimension) != (
-            self._pack_id,
-            user_id,
-            delete_seq,
-            dimension,
-        ):
-            return None
-        (count,) = self.conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE user_id = ? AND rowid <= ?",
-            (user_id, stamp.max_rowid),
-        ).fetchone()
-        if int(count) != stamp.size:
-            return None
-        index = index_file.load(directory, stamp, ann=self._ann, ann_dir=self.path / INDEX_DIR)
-        if index is not None:
-            index.saved_size = stamp.size
-        return index
-
-    def _save_index(self, user_id: str, index: OwnerIndex) -> None:
-        """Save a large owner's index once it has grown enough since it was last saved (a
-        read-only pack, or a failed write, keeps it in memory only)."""
-        grown = index.size - index.saved_size
-        if self.read_only_mode or index.size < SAVE_INDEX_ROWS:
-            return
-        if grown < max(SAVE_INDEX_ROWS, index.saved_size // 8):
-            return
-        stamp = index_file.IndexStamp(
-            pack_id=self._pack_id,
-            user_id=user_id,
-            delete_seq=index.delete_seq,
-            dimension=index.dimension,
-            size=index.size,
-            max_rowid=index.max_rowid,
-        )
-        with suppress(OSError):
-            index_file.save(index, index_file.owner_directory(self.path / INDEX_DIR, user_id), stamp)
-            index.saved_size = index.size
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
@@ -1024,30 +822,3 @@ class SQLiteStore:
 
 RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
 _DELETE_GUARD = "oplog_append_only_delete"
-
-
-def _describe(exc: sqlite3.OperationalError) -> str:
-    name = getattr(exc, "sqlite_errorname", "")
-    return f"{exc}" + (f" ({name})" if name else "")
-
-
-def _retry_locked(action: Callable[[], T], window: float) -> T:
-    """Retry an action that hit ``database is locked`` with jittered exponential backoff, for
-    ``window`` seconds in all; then the error is raised with a note saying how long it waited."""
-    deadline = time.monotonic() + window
-    delay = 0.002
-    while True:
-        try:
-            return action()
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc):
-                raise
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                exc.add_note(
-                    f"prme: the pack stayed locked by another connection for {window:g} s "
-                    "(storage.busy_timeout_ms); retry later"
-                )
-                raise
-            time.sleep(min(delay * random.uniform(0.5, 1.5), remaining))
-            delay = min(delay * 2, 0.1)

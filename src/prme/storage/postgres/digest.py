@@ -1,5 +1,6 @@
 """The kept pack digest on PostgreSQL (:mod:`prme.storage.digest`): module functions over a
-plain connection, so the store and migration 5 keep and compute the same state.
+plain connection, so the store and migration 5 keep and compute the same state (the row
+hash queries and the hash itself are the shared ones).
 
 ``prefix`` is ``"schema."`` outside the pack's ``search_path`` (``""`` inside it).
 """
@@ -14,7 +15,6 @@ import psycopg
 
 from prme.errors import IntegrityError
 from prme.storage import digest as pack_digest_
-from prme.storage.rows import VALUE_COLUMNS
 
 Conn = psycopg.Connection[Any]
 
@@ -50,28 +50,18 @@ def row_hashes(
     """Row hashes of the stored memories selected by ``where`` (on ``m``), as stored. The
     vector is read with pgvector's binary send function (``vector_prefix``: its schema when
     not on the search_path), so no type adapter is needed."""
-    names: dict[int, list[str]] = {}
-    for rowid, name in conn.execute(
-        f"SELECT e.memory_rowid, e.name FROM {prefix}entities e JOIN {prefix}memories m"
-        f" ON m.rowid = e.memory_rowid WHERE {where}",
-        params,
-    ):
-        names.setdefault(int(rowid), []).append(str(name))
-    columns = ", ".join(f"m.{c}" for c in VALUE_COLUMNS)
-    out = []
-    cursor = conn.execute(
-        f"SELECT m.rowid, {columns}, {vector_prefix}vector_send(v.vec) FROM {prefix}memories m"
-        f" LEFT JOIN {prefix}vectors v ON v.rowid = m.rowid WHERE {where}",
-        params,
-    )
-    for row in cursor:
-        vector = (
-            None
-            if row[-1] is None
-            else np.frombuffer(bytes(row[-1]), ">f4", offset=4).astype("<f4").tobytes()
+    links, rows = pack_digest_.row_hash_queries(where, f"{vector_prefix}vector_send(v.vec)", prefix)
+    return list(
+        pack_digest_.row_hashes(
+            conn.execute(links, params).fetchall(), conn.execute(rows, params), vector_le
         )
-        out.append(pack_digest_.row_hash(row[1:-1], names.get(int(row[0]), ()), vector))
-    return out
+    )
+
+
+def vector_le(data: Any) -> bytes:
+    """Little-endian float32 bytes (the SQLite pack's BLOB layout) of pgvector's binary form
+    (dimension, unused, big-endian float32 values)."""
+    return np.frombuffer(bytes(data), ">f4", offset=4).astype("<f4").tobytes()
 
 
 def recompute_digest_state(

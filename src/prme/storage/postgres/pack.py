@@ -1,0 +1,159 @@
+"""The PostgreSQL pack's whole-pack rows and integrity checks, over one connection: what
+:class:`~prme.storage.postgres.store.PostgresStore`'s ``iter_rows``, ``import_*``,
+``scan_rows`` and ``check_storage`` run (inside the store's transaction)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from prme.storage import payloads
+from prme.storage.base import RowScan, StorageFinding
+from prme.storage.pack_rows import MEMORY_PINNED, RowKind, insert_rows, select_rows, with_pinned
+from prme.storage.postgres.digest import Conn, vector_le
+from prme.storage.postgres.migrations import lexical_statistics_rebuild
+
+BATCH = 1000  # rows a server-side cursor fetches at a time
+IDENTITY_KEYS = ("pack_id", "secret", "write_seq", "delete_seq")
+_cursors = itertools.count()
+
+
+def iter_rows(conn: Conn, kind: RowKind) -> Iterator[tuple[Any, ...]]:
+    """Every row of ``kind`` in export order and neutral form, through a server-side cursor
+    (``conn`` is in a transaction); vectors are read in pgvector's binary form."""
+    with conn.cursor(name=f"prme_rows_{next(_cursors)}", binary=True) as cursor:
+        cursor.itersize = BATCH
+        cursor.execute(select_rows(kind, "%s"))
+        for row in cursor:
+            if kind == "vector":
+                yield (row[0], vector_le(row[1]))
+            elif kind == "memory":
+                yield with_pinned(tuple(row), bool(row[MEMORY_PINNED]))
+            else:
+                yield tuple(row)
+
+
+def import_meta(
+    conn: Conn, meta: dict[str, str], embedder: str | None, owners: dict[str, int]
+) -> None:
+    for key in IDENTITY_KEYS:
+        conn.execute("UPDATE meta SET value = %s WHERE key = %s", (meta[key], key))
+    if embedder is not None:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('embedder', %s)", (embedder,))
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO owner_sequences(user_id, write_seq) VALUES (%s, %s)", list(owners.items())
+        )
+
+
+def import_rows(
+    conn: Conn, kind: RowKind, rows: Sequence[tuple[Any, ...]], encode_vector: Any
+) -> None:
+    """Insert neutral rows of ``kind`` (``encode_vector``: little-endian float32 values to
+    the store's binary vector parameter)."""
+    with conn.cursor() as cursor:
+        if kind == "vector":
+            encoded = [(rowid, encode_vector(np.frombuffer(le, dtype="<f4"))) for rowid, le in rows]
+            cursor.executemany("INSERT INTO vectors(rowid, vec) VALUES (%s, %b)", encoded)
+            return
+        if kind == "memory":
+            rows = [with_pinned(r, bool(r[MEMORY_PINNED])) for r in rows]
+        elif kind == "op":
+            rows = [(*r[:7], payloads.encode_bytes(r[2], r[7]), r[8]) for r in rows]
+        cursor.executemany(insert_rows(kind, "%s"), rows)
+
+
+def finish_import(conn: Conn) -> None:
+    """Rebuild the owners' BM25 statistics and move the log's sequence past its rows."""
+    for statement in lexical_statistics_rebuild():
+        conn.execute(statement)
+    conn.execute(
+        "SELECT setval(pg_get_serial_sequence('oplog', 'seq'),"
+        " GREATEST(MAX(seq), 1), MAX(seq) IS NOT NULL) FROM oplog"
+    )
+
+
+_ORPHANS = {
+    "memory without a vector": "SELECT m.id FROM memories m"
+    " LEFT JOIN vectors v ON v.rowid = m.rowid WHERE v.rowid IS NULL",
+    "vector without a memory": "SELECT 'rowid ' || v.rowid FROM vectors v"
+    " LEFT JOIN memories m ON m.rowid = v.rowid WHERE m.rowid IS NULL",
+    "entity link without a memory": "SELECT e.name FROM entities e"
+    " LEFT JOIN memories m ON m.rowid = e.memory_rowid WHERE m.rowid IS NULL",
+}
+
+
+def scan_rows(conn: Conn, dimension: int | None, limit: int) -> RowScan:
+    """The memory tables' counts and orphans. A memory's lexical row is its own ``tsv`` and
+    ``doc_len`` columns (never missing, never orphaned): each memory counts as one."""
+
+    def count(table: str) -> int:
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return 0 if row is None else int(row[0])
+
+    orphans = [
+        (message, str(ref))
+        for message, sql in _ORPHANS.items()
+        for (ref,) in conn.execute(f"{sql} LIMIT %s", (limit,))
+    ]
+    bad: list[str] = []
+    if dimension is not None:
+        bad = [
+            str(ref)
+            for (ref,) in conn.execute(
+                "SELECT 'rowid ' || rowid FROM vectors WHERE vector_dims(vec) <> %s LIMIT %s",
+                (dimension, limit),
+            )
+        ]
+    memories = count("memories")
+    return RowScan(
+        memories=memories,
+        vectors=count("vectors"),
+        lexical_rows=memories,
+        orphans=tuple(orphans),
+        bad_vectors=tuple(bad),
+    )
+
+
+def check_lexical_statistics(conn: Conn, limit: int) -> list[StorageFinding]:
+    """The owners' BM25 statistics kept with the writes against those recomputed from the
+    stored memories (the counterpart of FTS5's integrity check)."""
+    found = [
+        StorageFinding(
+            "postgres",
+            str(user_id),
+            f"owner_lexical_stats ({kept_docs} documents, {kept_tokens} tokens) differs from"
+            f" the stored memories ({docs} documents, {tokens} tokens)",
+        )
+        for user_id, kept_docs, kept_tokens, docs, tokens in conn.execute(
+            "SELECT COALESCE(k.user_id, r.user_id), COALESCE(k.n_docs, 0),"
+            " COALESCE(k.n_tokens, 0), COALESCE(r.n_docs, 0), COALESCE(r.n_tokens, 0)"
+            " FROM owner_lexical_stats k FULL JOIN (SELECT user_id, COUNT(*) AS n_docs,"
+            " COALESCE(SUM(doc_len), 0) AS n_tokens FROM memories GROUP BY user_id) r"
+            " ON r.user_id = k.user_id"
+            " WHERE COALESCE(k.n_docs, 0) <> COALESCE(r.n_docs, 0)"
+            " OR COALESCE(k.n_tokens, 0) <> COALESCE(r.n_tokens, 0)"
+            " ORDER BY 1 LIMIT %s",
+            (limit,),
+        )
+    ]
+    found += [
+        StorageFinding(
+            "postgres",
+            f"{user_id} {lexeme}",
+            f"owner_lexemes document frequency {kept} differs from the stored memories ({df})",
+        )
+        for user_id, lexeme, kept, df in conn.execute(
+            "SELECT COALESCE(k.user_id, r.user_id), COALESCE(k.lexeme, r.lexeme),"
+            " COALESCE(k.df, 0), COALESCE(r.df, 0) FROM owner_lexemes k FULL JOIN"
+            " (SELECT m.user_id, l.lexeme, COUNT(*) AS df FROM memories m,"
+            " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) GROUP BY m.user_id, l.lexeme) r"
+            " ON r.user_id = k.user_id AND r.lexeme = k.lexeme"
+            " WHERE COALESCE(k.df, 0) <> COALESCE(r.df, 0) ORDER BY 1, 2 LIMIT %s",
+            (limit,),
+        )
+    ]
+    return found

@@ -1,0 +1,99 @@
+"""The owners' column indexes of a SQLite pack: read from the tables in batches, and saved
+beside the pack (``index/``) so that reopening a large pack loads them instead of rebuilding."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import suppress
+from pathlib import Path
+
+import numpy as np
+
+from prme.retrieval import index_file
+from prme.retrieval.ann import AnnPolicy
+from prme.retrieval.owner_index import OwnerIndex
+from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
+from prme.storage.fts5_lexical import first_varint
+
+# Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
+INDEX_DIR = "index"
+# An owner index of at least this many rows is saved there (and again after growing by this
+# many rows, or an eighth): reopening the pack then loads it instead of rebuilding it.
+SAVE_INDEX_ROWS = 4096
+INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
+_ROWS = (
+    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, d.sz, v.vec FROM memories m"
+    " JOIN vectors v ON v.rowid = m.rowid"
+    " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
+    " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid"
+)
+
+
+def append_new_rows(conn: sqlite3.Connection, index: OwnerIndex, user_id: str) -> None:
+    """Append the owner's rows past the index's last rowid, in batches (a large owner's rows
+    never all exist as Python objects at once); a new index gets its final size at once."""
+    if index.size == 0:
+        (count,) = conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,)
+        ).fetchone()
+        index.reserve(int(count))
+    cursor = conn.execute(_ROWS, (user_id, index.max_rowid))
+    while rows := cursor.fetchmany(INDEX_BATCH_ROWS):
+        entities: dict[int, list[str]] = {}
+        for rowid, name in conn.execute(
+            "SELECT memory_rowid, name FROM entities WHERE user_id = ?"
+            " AND memory_rowid BETWEEN ? AND ? ORDER BY memory_rowid, name",
+            (user_id, rows[0][0], rows[-1][0]),
+        ):
+            entities.setdefault(int(rowid), []).append(str(name))
+        vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
+        index.append(
+            [index_row(r, first_varint(r[-2])) for r in rows],
+            vectors.reshape(len(rows), index.dimension),
+            entities,
+        )
+
+
+def saved(
+    conn: sqlite3.Connection,
+    root: Path,
+    key: tuple[str, str, int, int],
+    ann: AnnPolicy | None,
+) -> OwnerIndex | None:
+    """The owner's index saved under ``root``, when it matches the database: ``key`` is
+    ``(pack_id, user_id, delete_seq, dimension)``, and the owner's rows up to its last rowid
+    are as many as it holds."""
+    user_id = key[1]
+    directory = index_file.owner_directory(root, user_id)
+    stamp = index_file.read_stamp(directory)
+    if stamp is None or (stamp.pack_id, stamp.user_id, stamp.delete_seq, stamp.dimension) != key:
+        return None
+    (count,) = conn.execute(
+        "SELECT COUNT(*) FROM memories WHERE user_id = ? AND rowid <= ?",
+        (user_id, stamp.max_rowid),
+    ).fetchone()
+    if int(count) != stamp.size:
+        return None
+    index = index_file.load(directory, stamp, ann=ann, ann_dir=root)
+    if index is not None:
+        index.saved_size = stamp.size
+    return index
+
+
+def save(root: Path, pack_id: str, user_id: str, index: OwnerIndex) -> None:
+    """Save a large owner's index once it has grown enough since it was last saved (a failed
+    write keeps it in memory only)."""
+    grown = index.size - index.saved_size
+    if index.size < SAVE_INDEX_ROWS or grown < max(SAVE_INDEX_ROWS, index.saved_size // 8):
+        return
+    stamp = index_file.IndexStamp(
+        pack_id=pack_id,
+        user_id=user_id,
+        delete_seq=index.delete_seq,
+        dimension=index.dimension,
+        size=index.size,
+        max_rowid=index.max_rowid,
+    )
+    with suppress(OSError):
+        index_file.save(index, index_file.owner_directory(root, user_id), stamp)
+        index.saved_size = index.size
