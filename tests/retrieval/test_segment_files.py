@@ -45,9 +45,9 @@ def test_superseded_segment_files_are_deleted(
 ) -> None:
     from conftest import make_config
 
-    from prme.storage import sqlite
+    from prme.storage.sqlite import indexes
 
-    monkeypatch.setattr(sqlite, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
+    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
     config = make_config(retrieval=RetrievalConfig(vector_index="hnsw", vector_index_min_rows=64))
     client = make_client(config=config)
     stored = client.store_many(_texts(300), user_id="alice")
