@@ -32,7 +32,9 @@ Sections (``--parts``, all by default):
    profile is created and activated when both pass. Reported per owner, pooled over the owners'
    own profiles, and for one "pooled owner" that holds all conversations. Every
    ``insufficient_data`` report gets the missing training/validation groups and an estimate of
-   how many more questions must be judged.
+   how many more questions must be judged; every refused report its failed rules and gate 1's
+   validation win/tie/loss. Gate 1 runs with ``LearningConfig()`` (split 70/30) unless
+   ``--validation-fraction`` sets its split (the reliability part then uses the same split).
 4. **reliability**: false-pass rate of each gate and both under labels permuted within each
    request, and power with the planted signal (:mod:`prme.demo.simulation`, hashing embedder).
 5. **sensitivity**: the quality of a few non-default settings beside the defaults.
