@@ -633,7 +633,7 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- part 4
 def part_reliability(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    planted_runs = max(10, args.runs // 4)
+    planted_runs = args.planted_runs or max(10, args.runs // 4)
     started = time.perf_counter()
     signals = PLANTED_SIGNALS[:1] if args.quick else PLANTED_SIGNALS
     by_algorithm: dict[str, Any] = {}
@@ -662,7 +662,10 @@ def part_reliability(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             },
             "power": power,
         }
-        log(f"reliability {algorithm}: false pass {by_algorithm[algorithm]['false_pass']}")
+        log(
+            f"reliability {algorithm}: false pass {by_algorithm[algorithm]['false_pass']} "
+            f"power {power}"
+        )
     default = SimulationSettings()
     out: dict[str, Any] = {
         "gate1_config": {"defaults": "LearningConfig()", **args.gate1},
@@ -807,6 +810,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--depths", default="10,20,50", help="judged-retrieval limits")
     parser.add_argument("--runs", type=int, default=None, help="null simulation runs (200)")
     parser.add_argument("--workers", type=int, default=2, help="simulation processes")
+    parser.add_argument(
+        "--planted-runs", type=int, default=None, help="runs per planted signal (runs/4, >= 10)"
+    )
     parser.add_argument("--parts", default="retrieval,learning,reliability,sensitivity")
     parser.add_argument(
         "--pack",
