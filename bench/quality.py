@@ -32,7 +32,9 @@ Sections (``--parts``, all by default):
    profile is created and activated when both pass. Reported per owner, pooled over the owners'
    own profiles, and for one "pooled owner" that holds all conversations. Every
    ``insufficient_data`` report gets the missing training/validation groups and an estimate of
-   how many more questions must be judged.
+   how many more questions must be judged; every refused report its failed rules and gate 1's
+   validation win/tie/loss. Gate 1 runs with ``LearningConfig()`` (split 70/30) unless
+   ``--validation-fraction`` sets its split (the reliability part then uses the same split).
 4. **reliability**: false-pass rate of each gate and both under labels permuted within each
    request, and power with the planted signal (:mod:`prme.demo.simulation`, hashing embedder).
 5. **sensitivity**: the quality of a few non-default settings beside the defaults.
@@ -68,6 +70,7 @@ from prme.learning.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
 from prme.learning.stats import mean, percentile_bootstrap_interval
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import OPTIMIZERS, LearningConfig, LearningEvaluation
+from prme.models.refusal import Refusal
 from prme.models.relevance import RelevanceSubmission
 from prme.models.scoring import product_default_scoring
 
@@ -393,6 +396,8 @@ def gate1_summary(report: LearningEvaluation, judged: int) -> dict[str, Any]:
         if report.validation_gain_interval is None
         else [r4(v) for v in report.validation_gain_interval],
         "randomization_p_value": r4(report.randomization_p_value),
+        "validation_win_tie_loss": report.win_tie_loss,
+        "refused_by": _refused_by(report.refusal),
     }
     if report.decision == "insufficient_data":
         out["needed"] = missing_groups(report, judged)
@@ -413,7 +418,15 @@ def gate2_summary(report: FullRetrievalEvaluation) -> dict[str, Any]:
         "regression_fraction": r4(report.regression_fraction),
         "win_tie_loss": report.win_tie_loss,
         "missing_query_groups": max(0, report.config.min_query_groups - len(report.queries)),
+        "refused_by": _refused_by(report.refusal),
     }
+
+
+def _refused_by(refusal: Refusal | None) -> list[str] | None:
+    """The failed rules of a refused report, each as ``rule observed (required)``."""
+    if refusal is None:
+        return None
+    return [f"{r.rule} {r4(r.observed)} ({r.required})" for r in refusal.rules]
 
 
 def judge(memory: MemoryClient, bench: Bench, unit: Unit, depth: int) -> int:
@@ -444,7 +457,7 @@ def judge(memory: MemoryClient, bench: Bench, unit: Unit, depth: int) -> int:
 
 
 def learn(
-    memory: MemoryClient, bench: Bench, unit: Unit, judged: int, algorithm: str
+    memory: MemoryClient, bench: Bench, unit: Unit, judged: int, config: LearningConfig
 ) -> dict[str, Any]:
     """Gate 1 with ``algorithm`` on the owner's judgments, then gate 2 and, when both pass, a
     profile (activated, checked, then deactivated so the next algorithm starts from base)."""
@@ -453,7 +466,7 @@ def learn(
     proposal = memory.evaluate_learning(
         user_id=unit.user_id,
         scopes=SCOPES,
-        config=LearningConfig(algorithm=algorithm),  # type: ignore[arg-type]
+        config=config,
     )
     out: dict[str, Any] = {
         "holdout_groups": len({q.group for q in holdout}),
@@ -552,6 +565,7 @@ def part_learning(
     depths: Sequence[int],
     algorithms: Sequence[str],
     pooled_owner: bool,
+    gate1: dict[str, Any],
 ) -> dict[str, Any]:
     owners = sorted({q.owner for q in queries})
     units = [
@@ -568,9 +582,8 @@ def part_learning(
         with bench.open(pack, frozen=True) as memory:
             judged = {u.name: judge(memory, bench, u, depth) for u in units}
             for algorithm in algorithms:
-                results = {
-                    u.name: learn(memory, bench, u, judged[u.name], algorithm) for u in units
-                }
+                config = LearningConfig.model_validate({**gate1, "algorithm": algorithm})
+                results = {u.name: learn(memory, bench, u, judged[u.name], config) for u in units}
                 own = {k: v for k, v in results.items() if k != "pooled_owner"}
                 block[algorithm] = {
                     "owners": {k: _public(v) for k, v in results.items()},
@@ -598,6 +611,7 @@ def part_learning(
         "split_seed": SPLIT_SEED,
         "holdout_limit": HOLDOUT_LIMIT,
         "judged_label_method": "structured_evaluation: evidence turns True, other returned False",
+        "gate1_config": {"defaults": "LearningConfig()", **gate1},
         "algorithms": {a: OPTIMIZERS[a] for a in algorithms},
         "depths": by_depth,
         "owners_with_applied_profile": {
@@ -619,12 +633,12 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- part 4
 def part_reliability(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    planted_runs = max(10, args.runs // 4)
+    planted_runs = args.planted_runs or max(10, args.runs // 4)
     started = time.perf_counter()
     signals = PLANTED_SIGNALS[:1] if args.quick else PLANTED_SIGNALS
     by_algorithm: dict[str, Any] = {}
     for algorithm in args.algorithms:
-        settings = SimulationSettings(embedding="hash", algorithm=algorithm)
+        settings = SimulationSettings(embedding="hash", algorithm=algorithm, **args.gate1)
         null = simulate(work, runs=args.runs, signal=0.0, workers=args.workers, settings=settings)
         power = {}
         for signal in signals:
@@ -648,9 +662,13 @@ def part_reliability(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             },
             "power": power,
         }
-        log(f"reliability {algorithm}: false pass {by_algorithm[algorithm]['false_pass']}")
+        log(
+            f"reliability {algorithm}: false pass {by_algorithm[algorithm]['false_pass']} "
+            f"power {power}"
+        )
     default = SimulationSettings()
     out: dict[str, Any] = {
+        "gate1_config": {"defaults": "LearningConfig()", **args.gate1},
         "workload": f"prme.demo.workload.generate_workload(seed, projects={default.projects}): "
         f"{3 * default.projects} judged groups, {default.projects} holdout groups",
         "settings": {"judged_limit": default.judged_limit, "holdout_limit": default.holdout_limit},
@@ -749,6 +767,18 @@ def tables(result: dict[str, Any]) -> str:
                 lines.append(" | ".join([f"{depth:>5} {name:<13}", *cells]).rstrip())
         for a, v in learning["owners_with_applied_profile"].items():
             lines.append(f"owners with an applied profile ({a}): {v['count']} {v['owners']}")
+        lines.append("refusals (gate 1: validation win/tie/loss; failed rules):")
+        for depth, block in learning["depths"].items():
+            for a in algorithms:
+                for name, r in block[a]["owners"].items():
+                    g1, g2 = r["gate1"], r["gate2"]
+                    if g1["refused_by"] or (g2 and g2["refused_by"]):
+                        wtl = g1["validation_win_tie_loss"] or {}
+                        lines.append(
+                            f"{depth:>5} {name:<13} {a}: gate1 "
+                            f"{wtl.get('wins')}/{wtl.get('ties')}/{wtl.get('losses')} "
+                            f"{g1['refused_by'] or '-'}; gate2 {(g2 or {}).get('refused_by') or '-'}"
+                        )
     reliability = result.get("reliability")
     if reliability:
         for algorithm, block in reliability["algorithms"].items():
@@ -780,6 +810,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--depths", default="10,20,50", help="judged-retrieval limits")
     parser.add_argument("--runs", type=int, default=None, help="null simulation runs (200)")
     parser.add_argument("--workers", type=int, default=2, help="simulation processes")
+    parser.add_argument(
+        "--planted-runs", type=int, default=None, help="runs per planted signal (runs/4, >= 10)"
+    )
     parser.add_argument("--parts", default="retrieval,learning,reliability,sensitivity")
     parser.add_argument(
         "--pack",
@@ -797,6 +830,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--tables", type=Path, help="also write the text tables here")
     parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=None,
+        help="gate 1's validation_fraction (default: LearningConfig's)",
+    )
+    parser.add_argument(
         "--modes",
         default=",".join(MODES),
         help=f"retrieval modes to measure (comma-separated, of {', '.join(MODES)})",
@@ -811,6 +850,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if unknown:
         parser.error(f"unknown algorithms {unknown}; valid: {sorted(OPTIMIZERS)}")
     args.runs = args.runs or (20 if args.quick else 200)
+    args.gate1 = (
+        {}
+        if args.validation_fraction is None
+        else {"validation_fraction": args.validation_fraction}
+    )
+    gate1: dict[str, Any] = args.gate1
     parts = set(args.parts.split(","))
     depths = [int(d) for d in args.depths.split(",")]
     started = time.perf_counter()
@@ -856,6 +901,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     depths,
                     args.algorithms,
                     pooled_owner=not args.no_pooled_owner and len(memories) > 1,
+                    gate1=gate1,
                 )
             if "sensitivity" in parts:
                 result["sensitivity"] = part_sensitivity(base, bench, queries)

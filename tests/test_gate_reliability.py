@@ -18,6 +18,7 @@ from prme.demo.simulation import (
     RunResult,
     SimulationSettings,
     pass_rates,
+    run_workflow,
     simulate,
     wilson_interval,
 )
@@ -73,6 +74,18 @@ def test_planted_signal_passes_both_gates_in_most_runs(tmp_path: Path) -> None:
         applied = adjusted_weights(base, RankingMultipliers(**r.multipliers))
         assert applied.w_confidence > base.w_confidence
     assert all(r.gate2_gain is not None and r.gate2_gain >= 0.01 for r in learned)
+
+
+def test_simulation_runs_gate_one_with_the_given_validation_fraction(tmp_path: Path) -> None:
+    """``SimulationSettings.validation_fraction`` reaches gate 1's split: the same workload and
+    seed give more validation groups at 0.5 than at the default 0.3."""
+    default = run_workflow(tmp_path / "default", seed=3, signal=0.0)
+    half = run_workflow(
+        tmp_path / "half", seed=3, signal=0.0, settings=SimulationSettings(validation_fraction=0.5)
+    )
+
+    assert SimulationSettings().validation_fraction == 0.3
+    assert half.gate1_validation_groups > default.gate1_validation_groups >= 20
 
 
 def test_pass_rates_count_each_gate_and_both() -> None:

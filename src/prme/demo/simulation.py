@@ -65,6 +65,7 @@ class SimulationSettings:
         embedding: the embedding provider (``"hash"`` keeps a run well under a second).
         algorithm: gate 1's fitting algorithm (``LearningConfig.algorithm``).
         workload: the generator, a key of :data:`WORKLOADS`.
+        validation_fraction: gate 1's ``LearningConfig.validation_fraction``.
     """
 
     projects: int = 40
@@ -73,6 +74,7 @@ class SimulationSettings:
     embedding: str = "hash"
     algorithm: Algorithm = DEFAULT_ALGORITHM
     workload: str = "stale_facts"
+    validation_fraction: float = LearningConfig.model_fields["validation_fraction"].default
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +246,11 @@ def run_workflow(
     with MemoryClient(pack, config=config, clock=clock, frozen=True) as memory:
         _judge(memory, workload, ids, keys, signal, rng, cfg.judged_limit)
         proposal = memory.evaluate_learning(
-            user_id=OWNER, scopes=list(SCOPES), config=LearningConfig(algorithm=cfg.algorithm)
+            user_id=OWNER,
+            scopes=list(SCOPES),
+            config=LearningConfig(
+                algorithm=cfg.algorithm, validation_fraction=cfg.validation_fraction
+            ),
         )
         holdout = None
         if not proposal.multipliers.is_neutral:
