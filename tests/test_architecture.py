@@ -90,8 +90,6 @@ KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
     "decisions; verification becomes explicit functions in learning/",
     ("storage", "retrieval"): "issue 20 item 3: the owner index and BM25 constants move to "
     "where storage and retrieval can both use them",
-    ("cli", "storage"): "issue 20 item 3: the pack file name and migrations become Store "
-    "operations of the configured backend",
 }
 
 
@@ -219,8 +217,8 @@ def test_every_public_name_is_importable() -> None:
 
 STORAGE_BACKENDS = ("prme.storage.sqlite", "prme.storage.postgres")
 # The neutral storage modules that may import a backend package: the registry opens one by its
-# configured name; ``prme.storage.migrations`` is the earlier import path of PostgreSQL's.
-OPENS_BACKENDS = {"prme.storage.registry", "prme.storage.migrations"}
+# configured name (and checks for a pack, upgrades a schema, for the CLI).
+OPENS_BACKENDS = {"prme.storage.registry"}
 
 
 def _backend_of(module: str) -> str | None:
@@ -252,3 +250,23 @@ def test_each_storage_backend_is_a_package_of_its_own() -> None:
         (SRC / b.removeprefix("prme.").replace(".", "/") / "__init__.py").is_file()
         for b in STORAGE_BACKENDS
     )
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared test code lives in ``tests/support/`` (or a conftest), never in a test module that
+    others import: a test module is run, not used."""
+    tests = Path(__file__).resolve().parent
+    names = {p.stem for p in tests.rglob("test_*.py")}
+    crossings = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module]
+            else:
+                continue
+            crossings += [
+                f"{path.relative_to(tests)} imports {t}" for t in targets if t.split(".")[0] in names
+            ]
+    assert crossings == []

@@ -257,7 +257,7 @@ def test_every_pack_command_calls_public_client_methods() -> None:
             found += leaves(command) if isinstance(command, click.Group) else [command]
         return found
 
-    # prme.http.server, prme.mcp.server, prme.demo.workflow, prme.storage.migrations
+    # prme.http.server, prme.mcp.server, prme.demo.workflow, prme.services.packs (schema upgrade)
     delegates = {"serve", "mcp", "demo", "upgrade"}
     public = {name for name in dir(MemoryClient) if not name.startswith("_")}
     for command in leaves(main):

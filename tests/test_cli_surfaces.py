@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-from support.cli import fails, ok, ok_json
-
-CLEAN = {k: v for k, v in os.environ.items() if not k.startswith("PRME_")}
-
-
-def run(*args: object, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python -m prme`` with no PRME_* variable but ``env``."""
-    command = [sys.executable, "-m", "prme", *(str(a) for a in args)]
-    return subprocess.run(
-        command, env={**CLEAN, **env}, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-def run_json(*args: object, **env: str) -> Any:
-    done = run(*args, "--json", **env)
-    assert done.returncode == 0, (args, done.stderr)
-    return json.loads(done.stdout)
-
-
-def one_error(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
-    return done.stderr.strip()
+from support.cli import CLEAN, fails, ok, ok_json, one_error, run, run_json
 
 
 def test_memories_list_get_update_delete(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 import anyio
 import httpx
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from support.cli import CLEAN, one_error, run, run_json
 from support.mcp_helpers import call
-from test_cli_surfaces import CLEAN, one_error, run, run_json
 
 HASH = {"PRME_EMBEDDING__PROVIDER": "hash"}
 
@@ -155,5 +155,23 @@ def test_an_uninitialised_postgres_schema_is_a_missing_pack(postgres_url: str) -
         assert "already exists at postgres" in one_error(run("init", "--postgres", url))
         with prme_serve("--postgres", url) as served:  # the schema's settings, no PRME_* at all
             assert httpx.get(f"{served}/v1/health", timeout=30).json()["fusion"] == "weighted"
+    finally:
+        drop_schema(postgres_url, schema)
+
+
+def test_db_upgrade_migrates_a_fresh_schema_once(postgres_url: str) -> None:
+    """``prme db upgrade`` applies every migration to a new schema, then none."""
+    from prme.storage.postgres import drop_schema
+    from prme.storage.postgres.migrations import MIGRATIONS
+
+    schema = f"t_upgrade_{time.monotonic_ns() % 10**12}"
+    try:
+        first = run_json("db", "upgrade", "--postgres", postgres_url, "--schema", schema)
+        assert first["applied"] == [m.version for m in MIGRATIONS]
+        assert run_json("db", "upgrade", "--postgres", postgres_url, "--schema", schema) == {
+            "applied": []
+        }
+        done = run("db", "upgrade", "--postgres", postgres_url, "--schema", schema)
+        assert done.returncode == 0 and done.stdout.strip() == "the schema is up to date"
     finally:
         drop_schema(postgres_url, schema)

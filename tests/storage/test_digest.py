@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import FakeClock, make_config
-from test_read_only import read_only, unprivileged
+from support.read_only import read_only, unprivileged
 
 from prme import MemoryClient
 from prme.services.integrity import check_pack

@@ -12,49 +12,21 @@ import shutil
 import sqlite3
 import stat
 import tempfile
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from support.read_only import read_only, unprivileged
 
 from prme import MemoryClient, PRMEConfig, ReadOnlyPackError
 from prme.cli import main
 from prme.config import EmbeddingConfig
 from prme.storage.sqlite import DB_FILE
 
-NOBODY = 65534
 CONFIG = PRMEConfig(embedding=EmbeddingConfig(provider="hash"))
 HASH_ENV = {"PRME_EMBEDDING__PROVIDER": "hash"}
-
-
-def unprivileged(check: Callable[[], Any]) -> Any:
-    """``check()`` in a forked child without root's override of file modes; its JSON result
-    (or the child's traceback, re-raised here as a failure)."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the pipe
-        os.close(read)
-        try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-            data = json.dumps({"ok": check()}, default=str)
-        except BaseException:
-            data = json.dumps({"error": traceback.format_exc()})
-        with os.fdopen(write, "w") as out:
-            out.write(data)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as source:
-        text = source.read()
-    os.waitpid(pid, 0)
-    result = json.loads(text)
-    assert "error" not in result, result["error"]
-    return result["ok"]
 
 
 @pytest.fixture
@@ -77,13 +49,6 @@ def make_pack(path: Path) -> str:
         memory.store("Aster keeps its records in PostgreSQL.", user_id="alice")
         response = memory.retrieve("Aster records", user_id="alice")
     return str(response.metadata.request_id)
-
-
-def read_only(path: Path, *, directory: bool = True) -> None:
-    for item in path.iterdir():
-        item.chmod(0o444)
-    if directory:
-        path.chmod(0o555)
 
 
 def counts(path: Path) -> tuple[int, int]:

@@ -46,3 +46,27 @@ def usage_error(*args: object) -> str:
     assert done.returncode == 2, (args, done.stdout, done.stderr)
     assert done.stdout == "" and "Usage: prme" in done.stderr
     return done.stderr
+
+
+# Without any PRME_* variable: each call passes the settings it means.
+CLEAN = {k: v for k, v in os.environ.items() if not k.startswith("PRME_")}
+
+
+def run(*args: object, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m prme`` with no PRME_* variable but ``env``."""
+    command = [sys.executable, "-m", "prme", *(str(a) for a in args)]
+    return subprocess.run(
+        command, env={**CLEAN, **env}, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def run_json(*args: object, **env: str) -> Any:
+    done = run(*args, "--json", **env)
+    assert done.returncode == 0, (args, done.stderr)
+    return json.loads(done.stdout)
+
+
+def one_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    return done.stderr.strip()

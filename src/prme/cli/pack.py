@@ -28,8 +28,8 @@ from prme.cli.output import (
 from prme.client import MemoryClient
 from prme.config import EmbeddingConfig, PRMEConfig
 from prme.embed.registry import provider_names
+from prme.services import packs
 from prme.services.pack_settings import scoring_for
-from prme.storage.sqlite import DB_FILE
 
 
 # ----------------------------------------------------------------------------------- pack
@@ -76,7 +76,7 @@ def init(
     settings; later commands on it need no PRME_* variables. A learning-ready pack:
     prme init --path DIR --fusion weighted."""
     exists = "a pack already exists at {}; change it with `prme pack configure`"
-    if postgres_url is None and (path / DB_FILE).exists():
+    if postgres_url is None and packs.pack_exists(path):
         raise CLIError(exists.format(path))
     config = PRMEConfig()
     update: dict[str, Any] = {}
@@ -213,9 +213,7 @@ def db() -> None:
 @json_option
 def db_upgrade(postgres_url: str, schema: str | None, as_json: bool) -> None:
     """Apply pending PostgreSQL schema migrations (versioned, idempotent)."""
-    from prme.storage.migrations import upgrade
-
-    applied = upgrade(postgres_url, schema=schema)
+    applied = packs.upgrade_postgres(postgres_url, schema=schema)
     if as_json:
         emit_json({"applied": applied})
     else:

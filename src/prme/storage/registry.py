@@ -83,3 +83,23 @@ def make_store(name: str, options: StoreOptions) -> Store:
             "storage.backend", f"unknown storage backend {name!r}; valid: {valid}", name
         )
     return factory(options)
+
+
+def pack_exists(path: Path) -> bool:
+    """Whether an embedded (sqlite) pack exists in the directory ``path``."""
+    from prme.storage.sqlite import DB_FILE
+
+    return (path / DB_FILE).exists()
+
+
+def upgrade_postgres(url: str, *, schema: str | None = None) -> list[int]:
+    """Apply the PostgreSQL backend's pending migrations to ``schema`` (default: the URL's
+    search_path option, else ``prme``); the versions applied, in order."""
+    try:
+        from prme.storage.postgres.migrations import upgrade
+    except ImportError as exc:  # the optional extra is not installed
+        raise InvalidInputError(
+            "storage.backend",
+            f"the postgres backend needs psycopg; install prme[postgres] ({exc.name} missing)",
+        ) from None
+    return upgrade(url, schema=schema)
