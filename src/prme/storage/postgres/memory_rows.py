@@ -42,7 +42,6 @@ _SMALL_BATCH = 32
 class MemoryRows:
     """The memory-row methods of :class:`~prme.storage.postgres.PostgresStore`."""
 
-    _local: threading.local
     _indexes: dict[str, OwnerIndex]
     _index_lock: threading.Lock
     _ann: AnnPolicy | None

@@ -470,7 +470,7 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         rows = self._fetchall("SELECT user_id, write_seq FROM owner_sequences ORDER BY user_id")
         return {str(user_id): int(seq) for user_id, seq in rows}
 
-    # ---------------------------------------------------------------- content writes
+    # ---------------------------------------------------------- refused content writes
     def _refuse_if_frozen(self, operation: str) -> None:
         if self.frozen:
             raise FrozenPackError(operation)

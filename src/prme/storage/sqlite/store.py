@@ -475,7 +475,7 @@ class SQLiteStore(MemoryRows, OperationsLog):
             found += pack.check_database(self.conn)
         return found, skipped
 
-    # ---------------------------------------------------------------- content writes
+    # ---------------------------------------------------------- refused content writes
     def _refuse_if_frozen(self, operation: str) -> None:
         if self.read_only_mode:
             raise ReadOnlyPackError(operation, str(self.path), self.read_only_reason)
