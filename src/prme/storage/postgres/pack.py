@@ -1,20 +1,24 @@
 """The PostgreSQL pack's whole-pack rows and integrity checks, over one connection: what
-:class:`~prme.storage.postgres.store.PostgresStore`'s ``iter_rows``, ``import_*``,
-``scan_rows`` and ``check_storage`` run (inside the store's transaction)."""
+:class:`~prme.storage.postgres.PostgresStore`'s ``iter_rows``, ``import_*``, ``scan_rows`` and
+``check_storage`` run (inside the store's transaction); :class:`PackRows` holds those methods."""
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from prme.models.receipt import PackIdentity
 from prme.storage import payloads
 from prme.storage.base import RowScan, StorageFinding
 from prme.storage.pack_rows import MEMORY_PINNED, RowKind, insert_rows, select_rows, with_pinned
 from prme.storage.postgres.digest import Conn, vector_le
 from prme.storage.postgres.migrations import lexical_statistics_rebuild
+from prme.storage.postgres.vectors import PgVector
 
 BATCH = 1000  # rows a server-side cursor fetches at a time
 IDENTITY_KEYS = ("pack_id", "secret", "write_seq", "delete_seq")
@@ -157,3 +161,51 @@ def check_lexical_statistics(conn: Conn, limit: int) -> list[StorageFinding]:
         )
     ]
     return found
+
+
+class PackRows:
+    """The whole-pack row and integrity methods of :class:`~prme.storage.postgres.PostgresStore`
+    (export, import, ``pack check``): each runs the module function of the same name above (or
+    ``check_lexical_statistics``) inside one transaction."""
+
+    if TYPE_CHECKING:  # declared for the type checker; PostgresStore defines them
+
+        def transaction(self, *, snapshot: bool = False) -> AbstractContextManager[Conn]: ...
+        def read_snapshot(self) -> AbstractContextManager[PackIdentity]: ...
+        def _connection(self) -> AbstractContextManager[Conn]: ...
+        def _trace(self, sql: str) -> None: ...
+        def _type_vectors(self, conn: Conn, identity: dict[str, Any] | None) -> None: ...
+        def rebuild_digest_state(self) -> None: ...
+
+    def iter_rows(self, kind: RowKind) -> Iterator[tuple[Any, ...]]:
+        with self.transaction() as conn:
+            self._trace(select_rows(kind, "%s"))
+            yield from iter_rows(conn, kind)
+
+    def import_meta(
+        self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]
+    ) -> None:
+        with self.transaction() as conn:
+            import_meta(conn, meta, embedder, owners)
+            if embedder is not None:
+                self._type_vectors(conn, json.loads(embedder))
+
+    def import_rows(self, kind: RowKind, rows: Sequence[tuple[Any, ...]]) -> None:
+        with self.transaction() as conn:
+            import_rows(conn, kind, rows, PgVector.encode)
+
+    def finish_import(self) -> None:
+        with self.transaction() as conn:
+            finish_import(conn)
+            self.rebuild_digest_state()
+
+    # ------------------------------------------------------------------- integrity
+    def scan_rows(self, dimension: int | None, limit: int) -> RowScan:
+        with self.read_snapshot(), self._connection() as conn:
+            return scan_rows(conn, dimension, limit)
+
+    def check_storage(self) -> tuple[list[StorageFinding], list[str]]:
+        """The owners' BM25 statistics against the stored memories (PostgreSQL checks its
+        own tables and indexes)."""
+        with self.read_snapshot(), self._connection() as conn:
+            return check_lexical_statistics(conn, 100), []

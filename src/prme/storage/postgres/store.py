@@ -47,16 +47,14 @@ import json
 import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import psycopg
 from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from prme.canonical import canonical_bytes, canonical_json, sha256_hex
+from prme.canonical import canonical_bytes, canonical_json
 from prme.errors import (
     FrozenPackError,
     IntegrityError,
@@ -64,39 +62,18 @@ from prme.errors import (
     PackNotFoundError,
     StorageUnavailableError,
 )
-from prme.models.enums import Scope
-from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
 from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
-from prme.storage import payloads
-from prme.storage.base import OpHead, OpRecord, RowScan, StorageFinding, Tracer
-from prme.storage.columns import (
-    INDEX_COLUMNS,
-    MEMORY_COLUMNS,
-    NODE_COLUMNS,
-    index_row,
-    node_rows,
-    row_to_node,
-    select_list,
-)
-from prme.storage.oplog_sql import (
-    OP_COLUMNS,
-    select_op_checksums,
-    select_ops,
-    stored_payload,
-    verified_op,
-)
-from prme.storage.pack_rows import RowKind, select_rows
-from prme.storage.postgres import lexical, pack
+from prme.storage.base import Tracer
 from prme.storage.postgres.digest import (
     digest_state,
     recompute_digest_state,
-    row_hashes,
     save_digest_state,
 )
+from prme.storage.postgres.memory_rows import MemoryRows
 from prme.storage.postgres.migrations import (
     LATEST_VERSION,
     STORE_SCHEMA_VERSION,
@@ -108,13 +85,10 @@ from prme.storage.postgres.migrations import (
     upgrade_connection,
     vector_schema,
 )
+from prme.storage.postgres.oplog import OperationsLog
+from prme.storage.postgres.pack import PackRows
 from prme.storage.postgres.vectors import PgVector, VectorDumper, VectorLoader
 
-RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
-_MEMORY_COLUMNS = select_list(MEMORY_COLUMNS)
-_NODE_COLUMNS = select_list(NODE_COLUMNS)
-# Batches up to this size are pipelined INSERTs (few round trips); larger ones use COPY.
-_SMALL_BATCH = 32
 # Temporary failures (StorageUnavailableError, HTTP 503): no SQLSTATE (client side), class 08
 # or the server shutting down; class 53 (disk full, out of memory, too many connections); a
 # lock wait past lock_timeout (55P03) or statement_timeout (57014 query_canceled).
@@ -122,11 +96,7 @@ _UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03", "53", "55P03", "57014")
 _SYNCHRONOUS_COMMIT = ("off", "local", "remote_write", "remote_apply", "on")
 
 
-def _verified(row: Sequence[Any]) -> OpRecord:
-    return verified_op(row)
-
-
-class PostgresStore:
+class PostgresStore(MemoryRows, OperationsLog, PackRows):
     """A memory pack in one PostgreSQL schema, shared by any number of processes.
 
     Args:
@@ -492,7 +462,7 @@ class PostgresStore:
         state = self._digest_state(conn, for_update=True)
         save_digest_state(conn, "", state.remove(removed).add(added))
 
-    # ------------------------------------------------------------- whole-pack rows
+    # ------------------------------------------------------------------ pack metadata
     def meta_values(self) -> dict[str, str]:
         return self._meta_values()
 
@@ -500,398 +470,10 @@ class PostgresStore:
         rows = self._fetchall("SELECT user_id, write_seq FROM owner_sequences ORDER BY user_id")
         return {str(user_id): int(seq) for user_id, seq in rows}
 
-    def iter_rows(self, kind: RowKind) -> Iterator[tuple[Any, ...]]:
-        with self.transaction() as conn:
-            self._trace(select_rows(kind, "%s"))
-            yield from pack.iter_rows(conn, kind)
-
-    def import_meta(
-        self, meta: dict[str, str], embedder: str | None, owners: dict[str, int]
-    ) -> None:
-        with self.transaction() as conn:
-            pack.import_meta(conn, meta, embedder, owners)
-            if embedder is not None:
-                self._type_vectors(conn, json.loads(embedder))
-
-    def import_rows(self, kind: RowKind, rows: Sequence[tuple[Any, ...]]) -> None:
-        with self.transaction() as conn:
-            pack.import_rows(conn, kind, rows, PgVector.encode)
-
-    def finish_import(self) -> None:
-        with self.transaction() as conn:
-            pack.finish_import(conn)
-            self.rebuild_digest_state()
-
-    # ------------------------------------------------------------------- integrity
-    def scan_rows(self, dimension: int | None, limit: int) -> RowScan:
-        with self.read_snapshot(), self._connection() as conn:
-            return pack.scan_rows(conn, dimension, limit)
-
-    def check_storage(self) -> tuple[list[StorageFinding], list[str]]:
-        """The owners' BM25 statistics against the stored memories (PostgreSQL checks its
-        own tables and indexes)."""
-        with self.read_snapshot(), self._connection() as conn:
-            return pack.check_lexical_statistics(conn, 100), []
-
-    # ---------------------------------------------------------------- content writes
+    # ---------------------------------------------------------- refused content writes
     def _refuse_if_frozen(self, operation: str) -> None:
         if self.frozen:
             raise FrozenPackError(operation)
-
-    def insert_memories(
-        self,
-        nodes: Sequence[MemoryNode],
-        vectors: npt.NDArray[np.float32],
-        entities: Sequence[Sequence[str]],
-    ) -> None:
-        self._refuse_if_frozen("store")
-        if not nodes:
-            return
-        rows = node_rows(nodes)
-        encoded = PgVector.encode_rows(vectors, len(nodes))
-        little = np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")
-        hashes = [
-            pack_digest_.row_hash(row, names, little[i].tobytes())
-            for i, (row, names) in enumerate(zip(rows, entities, strict=True))
-        ]
-        with self.transaction() as conn:
-            self._lock_content(conn)
-            (first,) = self._run(
-                conn, "SELECT COALESCE(MAX(rowid), 0) + 1 FROM memories"
-            ).fetchone() or (1,)
-            last = first + len(rows) - 1
-            rowids = range(first, last + 1)
-            links = {  # one link per (owner, name, memory), as the primary key wants
-                (node.user_id, name, rowid): None
-                for rowid, node, names in zip(rowids, nodes, entities, strict=True)
-                for name in names
-            }
-            small = len(rows) <= _SMALL_BATCH
-            with conn.pipeline() if small else nullcontext():
-                self._bulk(
-                    conn,
-                    "memories",
-                    _MEMORY_COLUMNS,
-                    [(r, *row) for r, row in zip(rowids, rows, strict=True)],
-                    small,
-                )
-                self._bulk(
-                    conn, "vectors", "rowid, vec", list(zip(rowids, encoded, strict=True)), small
-                )
-                self._bulk(conn, "entities", "user_id, name, memory_rowid", list(links), small)
-                self._count_lexemes(conn, first, last, +1)
-                self._bump(conn, "write_seq")
-                self._bump_owners(conn, {node.user_id for node in nodes})
-            self._update_digest(conn, hashes, ())
-
-    def _bulk(
-        self, conn: Conn, table: str, columns: str, rows: Sequence[Sequence[Any]], small: bool
-    ) -> None:
-        """Insert rows: pipelined INSERTs for a small batch, COPY (binary for vectors) else."""
-        if not rows:
-            return
-        vectors = table == "vectors"
-        if small:
-            marks = ", ".join(["%s"] * (columns.count(",") + 1))
-            sql = f"INSERT INTO {table}({columns}) VALUES ({marks})"
-            sql = sql.replace("%s)", "%b)") if vectors else sql
-            self._trace(sql)
-            with conn.cursor() as cursor:
-                cursor.executemany(sql, rows)
-            return
-        sql = f"COPY {table}({columns}) FROM STDIN" + (" (FORMAT BINARY)" if vectors else "")
-        self._trace(sql)
-        with conn.cursor() as cursor, cursor.copy(sql) as copy:
-            if vectors:
-                copy.set_types(["int8", self._vector_oid])
-            for row in rows:
-                copy.write_row(row)
-
-    def _count_lexemes(self, conn: Conn, first: int, last: int, sign: int) -> None:
-        """Add (or remove) the documents ``first..last`` to their owners' BM25 statistics."""
-        self._run(
-            conn,
-            "INSERT INTO owner_lexemes(user_id, lexeme, df)"
-            " SELECT m.user_id, l.lexeme, %s * COUNT(*) FROM memories m,"
-            " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) WHERE m.rowid BETWEEN %s AND %s"
-            " GROUP BY m.user_id, l.lexeme ORDER BY m.user_id, l.lexeme"
-            " ON CONFLICT (user_id, lexeme) DO UPDATE SET df = owner_lexemes.df + EXCLUDED.df",
-            (sign, first, last),
-        )
-        self._run(
-            conn,
-            "INSERT INTO owner_lexical_stats(user_id, n_docs, n_tokens)"
-            " SELECT user_id, %s * COUNT(*), %s * COALESCE(SUM(doc_len), 0) FROM memories"
-            " WHERE rowid BETWEEN %s AND %s GROUP BY user_id ORDER BY user_id"
-            " ON CONFLICT (user_id) DO UPDATE SET"
-            " n_docs = owner_lexical_stats.n_docs + EXCLUDED.n_docs,"
-            " n_tokens = owner_lexical_stats.n_tokens + EXCLUDED.n_tokens",
-            (sign, sign, first, last),
-        )
-        if sign < 0:
-            self._run(
-                conn,
-                "DELETE FROM owner_lexemes WHERE df = 0 AND user_id IN"
-                " (SELECT user_id FROM memories WHERE rowid BETWEEN %s AND %s)",
-                (first, last),
-            )
-
-    def delete_memory(self, user_id: str, node_id: str) -> bool:
-        self._refuse_if_frozen("delete")
-        with self.transaction() as conn:
-            self._lock_content(conn)
-            row = self._run(
-                conn,
-                "SELECT rowid FROM memories WHERE id = %s AND user_id = %s",
-                (node_id, user_id),
-            ).fetchone()
-            if row is None:
-                return False
-            rowid = int(row[0])
-            self._update_digest(conn, (), row_hashes(conn, "", "m.rowid = %s", (rowid,)))
-            self._count_lexemes(conn, rowid, rowid, -1)
-            self._run(conn, "DELETE FROM entities WHERE memory_rowid = %s", (rowid,))
-            self._run(conn, "DELETE FROM vectors WHERE rowid = %s", (rowid,))
-            self._run(conn, "DELETE FROM memories WHERE rowid = %s", (rowid,))
-            self._bump(conn, "write_seq", "delete_seq")
-            self._bump_owners(conn, {user_id})
-        return True
-
-    def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
-        """End the owner's memory at ``ended_at_us`` and mark it ``superseded`` (as SQLite)."""
-        self._refuse_if_frozen("update")
-        where, params = "m.id = %s AND m.user_id = %s", (node_id, user_id)
-        with self.transaction() as conn:
-            self._lock_content(conn)
-            before = row_hashes(conn, "", where, params)
-            cursor = self._run(
-                conn,
-                "UPDATE memories SET lifecycle_state = 'superseded', updated_at = %s,"
-                " valid_to = LEAST(COALESCE(valid_to, %s), %s)"
-                " WHERE id = %s AND user_id = %s AND lifecycle_state <> 'superseded'",
-                (ended_at_us, ended_at_us, ended_at_us, node_id, user_id),
-            )
-            if cursor.rowcount != 1:
-                return False
-            self._update_digest(conn, row_hashes(conn, "", where, params), before)
-            self._bump(conn, "write_seq", "delete_seq")
-            self._bump_owners(conn, {user_id})
-        return True
-
-    def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:
-        """``(id, content)`` of the owner's memories in ``scope`` not superseded, by rowid."""
-        rows = self._fetchall(
-            "SELECT id, content FROM memories WHERE user_id = %s AND scope = %s"
-            " AND lifecycle_state <> 'superseded' ORDER BY rowid",
-            (user_id, scope.value),
-        )
-        return [(str(r[0]), str(r[1])) for r in rows]
-
-    # ------------------------------------------------------------------ memory reads
-    def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:
-        row = self._fetchone(
-            f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = %s AND user_id = %s",
-            (node_id, user_id),
-        )
-        return None if row is None else row_to_node(row)
-
-    def list_memories(
-        self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
-    ) -> list[MemoryNode]:
-        sql = f"SELECT {_NODE_COLUMNS} FROM memories WHERE user_id = %s AND id > %s"
-        params: list[Any] = [user_id, after_id or ""]
-        if scopes is not None:
-            sql += " AND scope = ANY(%s)"
-            params.append([s.value for s in scopes])
-        sql += " ORDER BY id LIMIT %s"
-        params.append(limit)
-        return [row_to_node(r) for r in self._fetchall(sql, params)]
-
-    def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
-        rows = self._fetchall(
-            f"SELECT rowid, {_NODE_COLUMNS} FROM memories WHERE rowid = ANY(%s)",
-            ([int(r) for r in rowids],),
-        )
-        return {int(r[0]): row_to_node(r[1:]) for r in rows}
-
-    # ------------------------------------------------------------ candidate generation
-    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
-        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
-        with self._index_lock:
-            if policy != self._ann:
-                self._indexes.clear()
-            self._ann = policy
-
-    def owner_index(self, user_id: str) -> OwnerIndex | None:
-        """The owner's column index, refreshed to the current write sequence (a fixed view)."""
-        dimension = (self.embedder_identity() or {}).get("dimension")
-        if dimension is None:
-            return None
-        with self.read_snapshot(), self._connection() as conn:
-            write_seq, delete_seq = self._sequences()
-            with self._index_lock:
-                index = self._indexes.get(user_id)
-                fresh = index is not None and index.write_seq >= write_seq
-                if index is not None and fresh and index.delete_seq == delete_seq:
-                    return index.snapshot()
-                if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                    index = OwnerIndex(int(dimension), ann=self._ann)
-                rows = self._run(
-                    conn,
-                    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
-                    " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
-                    " ORDER BY m.rowid",
-                    (user_id, index.max_rowid),
-                    binary=True,
-                ).fetchall()
-                if rows:
-                    entities: dict[int, list[str]] = {}
-                    for rowid, name in self._run(
-                        conn,
-                        "SELECT memory_rowid, name FROM entities WHERE user_id = %s"
-                        " AND memory_rowid > %s ORDER BY memory_rowid, name",
-                        (user_id, index.max_rowid),
-                    ):
-                        entities.setdefault(int(rowid), []).append(str(name))
-                    raw = b"".join(bytes(r[-1])[4:] for r in rows)
-                    vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
-                    index.append(
-                        [index_row(r, int(r[-2])) for r in rows],
-                        vectors.reshape(len(rows), int(dimension)),
-                        entities,
-                    )
-                index.write_seq = write_seq
-                index.delete_seq = delete_seq
-                self._indexes[user_id] = index
-                return index.snapshot()
-
-    def lexical_search(
-        self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
-    ) -> list[tuple[int, float]]:
-        """BM25 over the owner's memories with FTS5's formula and the owner's statistics:
-        ``(rowid, score)``, best first (:mod:`prme.storage.postgres.lexical`)."""
-        if not terms:
-            return []
-        with self._connection() as conn:
-            return lexical.search(
-                lambda sql, params: self._run(conn, sql, params), user_id, scopes, terms, k
-            )
-
-    # ---------------------------------------------------------------- operations log
-    def append_op(
-        self,
-        *,
-        op_id: str,
-        op_type: str,
-        user_id: str,
-        target_id: str | None,
-        namespace: str | None,
-        created_at_us: int,
-        payload: str,
-    ) -> bool:
-        """Insert if absent; returns False when ``op_id`` already exists (nothing overwritten)."""
-        with self._connection() as conn:
-            cursor = self._run(
-                conn,
-                "INSERT INTO oplog(op_id, op_type, user_id, target_id, namespace, created_at,"
-                " payload, checksum) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)"
-                " ON CONFLICT (op_id) DO NOTHING",
-                (
-                    op_id,
-                    op_type,
-                    user_id,
-                    target_id,
-                    namespace,
-                    created_at_us,
-                    payloads.encode_bytes(op_type, payload),
-                    sha256_hex(payload),
-                ),
-            )
-            return cursor.rowcount == 1
-
-    def get_op(self, op_id: str) -> OpRecord | None:
-        row = self._fetchone(f"SELECT {OP_COLUMNS} FROM oplog WHERE op_id = %s", (op_id,))
-        return None if row is None else _verified(row)
-
-    def find_ops(self, op_type: str, user_id: str, target_id: str | None = None) -> list[OpRecord]:
-        sql, params = select_ops("%s", op_type, user_id, target_id=target_id, by_seq=True)
-        return [_verified(r) for r in self._fetchall(sql, params)]
-
-    def op_checksums(
-        self,
-        op_type: str,
-        user_id: str,
-        target_ids: Sequence[str] | None = None,
-        *,
-        limit: int | None = None,
-    ) -> dict[str, str]:
-        targets = None if target_ids is None else ("= ANY(%s)", list(target_ids))
-        sql, params = select_op_checksums("%s", op_type, user_id, targets=targets, limit=limit)
-        return {str(t): str(d) for t, d in self._fetchall(sql, params)}
-
-    def iter_ops(
-        self,
-        op_type: str,
-        user_id: str,
-        *,
-        namespace: str | None = None,
-        after_target: str | None = None,
-        limit: int | None = None,
-        newest_first: bool = False,
-        order_by_target: bool = False,
-        before: tuple[int, int] | None = None,
-    ) -> Iterator[OpRecord]:
-        sql, params = select_ops(
-            "%s",
-            op_type,
-            user_id,
-            namespace=namespace,
-            after_target=after_target,
-            limit=limit,
-            newest_first=newest_first,
-            order_by_target=order_by_target,
-            before=before,
-        )
-        for row in self._fetchall(sql, params):
-            yield _verified(row)
-
-    # ------------------------------------------------------------------ receipt retention
-    def op_heads(self, op_type: str, *, created_before_us: int) -> list[OpHead]:
-        rows = self._fetchall(
-            "SELECT op_id, user_id, target_id, created_at, checksum FROM oplog"
-            " WHERE op_type = %s AND created_at < %s ORDER BY seq",
-            (op_type, created_before_us),
-        )
-        return [OpHead(*row) for row in rows]
-
-    def iter_payloads(self, *, exclude_op_types: Sequence[str]) -> Iterator[str]:
-        sql = "SELECT payload, op_type, op_id FROM oplog WHERE NOT (op_type = ANY(%s)) ORDER BY seq"
-        with self._connection() as conn:
-            self._trace(sql)
-            if getattr(self._local, "conn", None) is conn:  # in a transaction: stream the rows
-                with conn.cursor(name="prme_payloads") as server:
-                    server.itersize = 256
-                    server.execute(sql, (list(exclude_op_types),))
-                    for payload, op_type, op_id in server:
-                        yield stored_payload(payload, str(op_type), str(op_id))
-                return
-            for payload, op_type, op_id in conn.execute(sql, (list(exclude_op_types),)):
-                yield stored_payload(payload, str(op_type), str(op_id))
-
-    def delete_ops(self, op_type: str, op_ids: Sequence[str]) -> int:
-        """Deletes through the trigger's one admitted path (migration 2): only while this
-        transaction sets ``prme.receipt_retention``, and only ``retrieval_receipt`` rows."""
-        if op_type != RETAINED_OP_TYPE:
-            raise InvalidInputError("op_type", f"only {RETAINED_OP_TYPE} may be deleted", op_type)
-        with self.transaction() as conn:
-            self._run(conn, "SET LOCAL prme.receipt_retention = 'on'")
-            deleted = self._run(
-                conn,
-                "DELETE FROM oplog WHERE op_type = %s AND op_id = ANY(%s)",
-                (op_type, list(op_ids)),
-            ).rowcount
-            self._run(conn, "SET LOCAL prme.receipt_retention = 'off'")
-        return int(deleted)
 
 
 def drop_schema(url: str, schema: str) -> None:

@@ -1,4 +1,8 @@
-"""The embedded default store: one SQLite database (WAL) inside the pack directory."""
+"""The embedded default store: one SQLite database (WAL) inside the pack directory.
+
+This module keeps the connections, transactions, metadata, pack identity and digest; the memory
+rows (:mod:`prme.storage.sqlite.memory_rows`) and the operations log
+(:mod:`prme.storage.sqlite.oplog`) are mixins :class:`SQLiteStore` inherits."""
 
 from __future__ import annotations
 
@@ -16,57 +20,26 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from prme.canonical import canonical_bytes, canonical_json, sha256_hex
-from prme.errors import (
-    FrozenPackError,
-    IntegrityError,
-    InvalidInputError,
-    PackNotFoundError,
-    ReadOnlyPackError,
-)
-from prme.models.enums import Scope
-from prme.models.memory import MemoryNode
+from prme.canonical import canonical_bytes, canonical_json
+from prme.errors import FrozenPackError, IntegrityError, PackNotFoundError, ReadOnlyPackError
 from prme.models.receipt import PackIdentity
 from prme.retrieval.ann import AnnPolicy
 from prme.retrieval.bm25 import BM25_B, BM25_K1
 from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
-from prme.storage import payloads
-from prme.storage.base import OpHead, OpRecord, RowScan, StorageFinding, Tracer
-from prme.storage.columns import (
-    NODE_COLUMNS,
-    insert_memories_sql,
-    node_rows,
-    row_to_node,
-    select_list,
-)
-from prme.storage.fts5_lexical import (
-    QueryTokenizer,
-    create_instance_table,
-    owner_bm25,
-)
-from prme.storage.oplog_sql import (
-    op_columns,
-    select_op_checksums,
-    select_ops,
-    stored_payload,
-    verified_op,
-)
+from prme.storage.base import RowScan, StorageFinding, Tracer
+from prme.storage.fts5_lexical import QueryTokenizer, create_instance_table
 from prme.storage.pack_rows import RowKind
-from prme.storage.sqlite import connection, indexes, pack
-from prme.storage.sqlite.indexes import INDEX_DIR
+from prme.storage.sqlite import connection, pack
+from prme.storage.sqlite.memory_rows import MemoryRows
+from prme.storage.sqlite.oplog import OperationsLog
 
 DB_FILE = "pack.sqlite3"
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-_NODE_COLUMNS = select_list(NODE_COLUMNS)
-_INSERT_MEMORIES = insert_memories_sql("?")
 
 
-class SQLiteStore:
+class SQLiteStore(MemoryRows, OperationsLog):
     """A pack directory holding ``pack.sqlite3``. Many readers, one writer, across processes."""
 
     backend_name = "sqlite"
@@ -502,323 +475,9 @@ class SQLiteStore:
             found += pack.check_database(self.conn)
         return found, skipped
 
-    # ---------------------------------------------------------------- content writes
+    # ---------------------------------------------------------- refused content writes
     def _refuse_if_frozen(self, operation: str) -> None:
         if self.read_only_mode:
             raise ReadOnlyPackError(operation, str(self.path), self.read_only_reason)
         if self.frozen:
             raise FrozenPackError(operation)
-
-    def insert_memories(
-        self,
-        nodes: Sequence[MemoryNode],
-        vectors: npt.NDArray[np.float32],
-        entities: Sequence[Sequence[str]],
-    ) -> None:
-        self._refuse_if_frozen("store")
-        if not nodes:
-            return
-        rows = node_rows(nodes)
-        blobs = [row.tobytes() for row in np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")]
-        hashes = [
-            pack_digest_.row_hash(row, names, blob)
-            for row, names, blob in zip(rows, entities, blobs, strict=True)
-        ]
-        with self._write() as conn:
-            first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
-            rowids = list(range(first, first + len(rows)))
-            conn.executemany(
-                _INSERT_MEMORIES, [(rowid, *row) for rowid, row in zip(rowids, rows, strict=True)]
-            )
-            conn.executemany(
-                "INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
-                [(rowid, node.content) for rowid, node in zip(rowids, nodes, strict=True)],
-            )
-            conn.executemany(
-                "INSERT INTO vectors(rowid, vec) VALUES (?, ?)", zip(rowids, blobs, strict=True)
-            )
-            conn.executemany(
-                "INSERT OR IGNORE INTO entities(user_id, name, memory_rowid) VALUES (?, ?, ?)",
-                [
-                    (node.user_id, name, rowid)
-                    for rowid, node, names in zip(rowids, nodes, entities, strict=True)
-                    for name in names
-                ],
-            )
-            self._update_digest(conn, hashes, ())
-            self._bump(conn, "write_seq")
-            self._bump_owners(conn, {node.user_id for node in nodes})
-
-    def delete_memory(self, user_id: str, node_id: str) -> bool:
-        self._refuse_if_frozen("delete")
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT rowid, content FROM memories WHERE id = ? AND user_id = ?",
-                (node_id, user_id),
-            ).fetchone()
-            if row is None:
-                return False
-            rowid, content = row
-            self._update_digest(conn, (), list(self._rows_hashes("m.rowid = ?", (rowid,))))
-            conn.execute(
-                "INSERT INTO memories_fts(memories_fts, rowid, content) VALUES('delete', ?, ?)",
-                (rowid, content),
-            )
-            conn.execute("DELETE FROM entities WHERE memory_rowid = ?", (rowid,))
-            conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
-            conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
-            self._bump(conn, "write_seq", "delete_seq")
-            self._bump_owners(conn, {user_id})
-        return True
-
-    def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
-        """End the owner's memory at ``ended_at_us`` (``valid_to``, kept when already earlier)
-        and mark it ``superseded``; a content write that also bumps ``delete_seq`` (an indexed
-        row changed, so the owner's column index is rebuilt)."""
-        self._refuse_if_frozen("update")
-        where = "m.id = ? AND m.user_id = ?"
-        with self._write() as conn:
-            before = list(self._rows_hashes(where, (node_id, user_id)))
-            cursor = conn.execute(
-                "UPDATE memories SET lifecycle_state = 'superseded', updated_at = ?,"
-                " valid_to = MIN(COALESCE(valid_to, ?), ?)"
-                " WHERE id = ? AND user_id = ? AND lifecycle_state != 'superseded'",
-                (ended_at_us, ended_at_us, ended_at_us, node_id, user_id),
-            )
-            if cursor.rowcount != 1:
-                return False
-            self._update_digest(conn, list(self._rows_hashes(where, (node_id, user_id))), before)
-            self._bump(conn, "write_seq", "delete_seq")
-            self._bump_owners(conn, {user_id})
-        return True
-
-    def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:
-        """``(id, content)`` of the owner's memories in ``scope`` not superseded, by rowid."""
-        rows = self.conn.execute(
-            "SELECT id, content FROM memories WHERE user_id = ? AND scope = ?"
-            " AND lifecycle_state != 'superseded' ORDER BY rowid",
-            (user_id, scope.value),
-        ).fetchall()
-        return [(str(r[0]), str(r[1])) for r in rows]
-
-    # ------------------------------------------------------------------ memory reads
-    def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:
-        row = self.conn.execute(
-            f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = ? AND user_id = ?",
-            (node_id, user_id),
-        ).fetchone()
-        return None if row is None else row_to_node(row)
-
-    def list_memories(
-        self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
-    ) -> list[MemoryNode]:
-        sql = f"SELECT {_NODE_COLUMNS} FROM memories WHERE user_id = ? AND id > ?"
-        params: list[Any] = [user_id, after_id or ""]
-        if scopes is not None:
-            sql += f" AND scope IN ({','.join('?' * len(scopes))})"
-            params += [s.value for s in scopes]
-        sql += " ORDER BY id LIMIT ?"
-        params.append(limit)
-        return [row_to_node(r) for r in self.conn.execute(sql, params)]
-
-    def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
-        rows = self.conn.execute(
-            f"SELECT rowid, {_NODE_COLUMNS} FROM memories"
-            " WHERE rowid IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(rowids)),),
-        )
-        return {int(r[0]): row_to_node(r[1:]) for r in rows}
-
-    # ------------------------------------------------------------ candidate generation
-    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
-        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
-        with self._index_lock:
-            if policy != self._ann:
-                self._indexes.clear()
-            self._ann = policy
-
-    def owner_index(self, user_id: str) -> OwnerIndex | None:
-        """The owner's column index, refreshed to the current write sequence (a fixed view)."""
-        dimension = (self.embedder_identity() or {}).get("dimension")
-        if dimension is None:
-            return None
-        # Inside one read snapshot the owner's rows change only by this connection's own
-        # writes: its index is refreshed once (retrieval asks for it, then the lexical channel).
-        seen: dict[tuple[str, int], OwnerIndex] | None = getattr(
-            self._local, "snapshot_indexes", None
-        )
-        key = (user_id, self.conn.total_changes)
-        if seen is not None and key in seen:
-            return seen[key]
-        index = self._refreshed_index(user_id, int(dimension))
-        if seen is not None:
-            seen[key] = index
-        return index
-
-    def _refreshed_index(self, user_id: str, dimension: int) -> OwnerIndex:
-        write_seq, delete_seq = self._sequences()
-        root = self.path / INDEX_DIR
-        with self._index_lock:
-            index = self._indexes.get(user_id)
-            if index is not None and index.write_seq == write_seq:
-                return index.snapshot()
-            if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                saved = indexes.saved(
-                    self.conn, root, (self._pack_id, user_id, delete_seq, dimension), self._ann
-                )
-                index = saved or OwnerIndex(dimension, ann=self._ann, ann_dir=root)
-            indexes.append_new_rows(self.conn, index, user_id)
-            index.write_seq = write_seq
-            index.delete_seq = delete_seq
-            self._indexes[user_id] = index
-            if not self.read_only_mode:  # a read-only pack keeps it in memory only
-                indexes.save(root, self._pack_id, user_id, index)
-            return index.snapshot()
-
-    def lexical_search(
-        self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
-    ) -> list[tuple[int, float]]:
-        """BM25 over the owner's memories: ``(rowid, score)``, best first, then by rowid.
-
-        FTS5's formula and tokens with the owner's own statistics (see
-        :mod:`prme.storage.fts5_lexical`): another owner's memories change neither which of
-        the owner's rows match nor their scores. Each query term is one phrase, as in
-        ``MATCH '"t1" OR "t2"'``.
-        """
-        if not terms:
-            return []
-        if not self.conn.in_transaction:  # the owner index and the postings see one state
-            with self.read_snapshot():
-                return self.lexical_search(user_id, scopes, terms, k)
-        index = self.owner_index(user_id)
-        if index is None:  # no embedder bound, so nothing is stored
-            return []
-        phrases = self._tokenizer.tokens(terms)
-        return owner_bm25(self.conn, index, index.scope_mask(scopes), phrases, k)
-
-    # ---------------------------------------------------------------- operations log
-    def append_op(
-        self,
-        *,
-        op_id: str,
-        op_type: str,
-        user_id: str,
-        target_id: str | None,
-        namespace: str | None,
-        created_at_us: int,
-        payload: str,
-    ) -> bool:
-        """Insert if absent; returns False when ``op_id`` already exists (nothing overwritten)."""
-        with self._write() as conn:
-            cursor = conn.execute(
-                "INSERT OR IGNORE INTO oplog(op_id, op_type, user_id, target_id, namespace,"
-                " created_at, payload, checksum) VALUES (?,?,?,?,?,?,?,?)",
-                (
-                    op_id,
-                    op_type,
-                    user_id,
-                    target_id,
-                    namespace,
-                    created_at_us,
-                    payloads.encode(op_type, payload),
-                    sha256_hex(payload),
-                ),
-            )
-            return cursor.rowcount == 1
-
-    @staticmethod
-    def _op(row: tuple[Any, ...]) -> OpRecord:
-        return verified_op(row)
-
-    def get_op(self, op_id: str) -> OpRecord | None:
-        row = self.conn.execute(
-            f"SELECT {op_columns('?')} FROM oplog WHERE op_id = ?", (op_id,)
-        ).fetchone()
-        return None if row is None else self._op(row)
-
-    def find_ops(self, op_type: str, user_id: str, target_id: str | None = None) -> list[OpRecord]:
-        sql, params = select_ops("?", op_type, user_id, target_id=target_id, by_seq=True)
-        return [self._op(r) for r in self.conn.execute(sql, params).fetchall()]
-
-    def op_checksums(
-        self,
-        op_type: str,
-        user_id: str,
-        target_ids: Sequence[str] | None = None,
-        *,
-        limit: int | None = None,
-    ) -> dict[str, str]:
-        targets = None
-        if target_ids is not None:
-            targets = ("IN (SELECT value FROM json_each(?))", json.dumps(list(target_ids)))
-        sql, params = select_op_checksums("?", op_type, user_id, targets=targets, limit=limit)
-        return {str(t): str(d) for t, d in self.conn.execute(sql, params).fetchall()}
-
-    def iter_ops(
-        self,
-        op_type: str,
-        user_id: str,
-        *,
-        namespace: str | None = None,
-        after_target: str | None = None,
-        limit: int | None = None,
-        newest_first: bool = False,
-        order_by_target: bool = False,
-        before: tuple[int, int] | None = None,
-    ) -> Iterator[OpRecord]:
-        sql, params = select_ops(
-            "?",
-            op_type,
-            user_id,
-            namespace=namespace,
-            after_target=after_target,
-            limit=limit,
-            newest_first=newest_first,
-            order_by_target=order_by_target,
-            before=before,
-        )
-        for row in self.conn.execute(sql, params).fetchall():
-            yield self._op(row)
-
-    # ------------------------------------------------------------------ receipt retention
-    def op_heads(self, op_type: str, *, created_before_us: int) -> list[OpHead]:
-        rows = self.conn.execute(
-            "SELECT op_id, user_id, target_id, created_at, checksum FROM oplog"
-            " WHERE op_type = ? AND created_at < ? ORDER BY seq",
-            (op_type, created_before_us),
-        ).fetchall()
-        return [OpHead(*row) for row in rows]
-
-    def iter_payloads(self, *, exclude_op_types: Sequence[str]) -> Iterator[str]:
-        cursor = self.conn.execute(
-            "SELECT CAST(payload AS BLOB), op_type, op_id FROM oplog"
-            " WHERE op_type NOT IN (SELECT value FROM json_each(?)) ORDER BY seq",
-            (json.dumps(list(exclude_op_types)),),
-        )
-        for payload, op_type, op_id in cursor:
-            yield stored_payload(payload, str(op_type), str(op_id))
-
-    def delete_ops(self, op_type: str, op_ids: Sequence[str]) -> int:
-        """The delete trigger is dropped, the receipts deleted and the trigger re-created from
-        its own stored text, all inside the caller's transaction: no other connection ever sees
-        the log unguarded, and a failure anywhere rolls all of it back."""
-        if op_type != RETAINED_OP_TYPE:
-            raise InvalidInputError("op_type", f"only {RETAINED_OP_TYPE} may be deleted", op_type)
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
-                (_DELETE_GUARD,),
-            ).fetchone()
-            if row is None:
-                raise IntegrityError(f"the operations log has lost its {_DELETE_GUARD} trigger")
-            conn.execute(f"DROP TRIGGER {_DELETE_GUARD}")
-            deleted = conn.execute(
-                "DELETE FROM oplog WHERE op_type = ? AND op_id IN (SELECT value FROM json_each(?))",
-                (op_type, json.dumps(list(op_ids))),
-            ).rowcount
-            conn.execute(str(row[0]))
-        return int(deleted)
-
-
-RETAINED_OP_TYPE = "retrieval_receipt"  # the only operations retention may delete
-_DELETE_GUARD = "oplog_append_only_delete"

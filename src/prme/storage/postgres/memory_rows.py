@@ -1,0 +1,313 @@
+"""The PostgreSQL store's memory rows: content writes (insert, delete, supersede, with the
+owners' BM25 statistics), memory reads, and candidate generation (the owner's column index and
+its lexical search). :class:`~prme.storage.postgres.PostgresStore` inherits them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+from prme.models.enums import Scope
+from prme.models.memory import MemoryNode
+from prme.models.receipt import PackIdentity
+from prme.retrieval.ann import AnnPolicy
+from prme.retrieval.owner_index import OwnerIndex
+from prme.storage import digest as pack_digest_
+from prme.storage.columns import (
+    INDEX_COLUMNS,
+    MEMORY_COLUMNS,
+    NODE_COLUMNS,
+    index_row,
+    node_rows,
+    row_to_node,
+    select_list,
+)
+from prme.storage.postgres import lexical
+from prme.storage.postgres.digest import row_hashes
+from prme.storage.postgres.migrations import Conn
+from prme.storage.postgres.vectors import PgVector
+
+_MEMORY_COLUMNS = select_list(MEMORY_COLUMNS)
+_NODE_COLUMNS = select_list(NODE_COLUMNS)
+# Batches up to this size are pipelined INSERTs (few round trips); larger ones use COPY.
+_SMALL_BATCH = 32
+
+
+class MemoryRows:
+    """The memory-row methods of :class:`~prme.storage.postgres.PostgresStore`."""
+
+    _indexes: dict[str, OwnerIndex]
+    _index_lock: threading.Lock
+    _ann: AnnPolicy | None
+    _vector_oid: int
+
+    if TYPE_CHECKING:  # declared for the type checker; PostgresStore defines them
+
+        def transaction(self, *, snapshot: bool = False) -> AbstractContextManager[Conn]: ...
+        def _connection(self) -> AbstractContextManager[Conn]: ...
+        def _trace(self, sql: str) -> None: ...
+        def _run(
+            self, conn: Conn, sql: str, params: Sequence[Any] | None = None, *, binary: bool = False
+        ) -> psycopg.Cursor[Any]: ...
+        def _fetchall(
+            self, sql: str, params: Sequence[Any] | None = None
+        ) -> list[tuple[Any, ...]]: ...
+        def _fetchone(
+            self, sql: str, params: Sequence[Any] | None = None
+        ) -> tuple[Any, ...] | None: ...
+        def read_snapshot(self) -> AbstractContextManager[PackIdentity]: ...
+        def _lock_content(self, conn: Conn) -> None: ...
+        def _refuse_if_frozen(self, operation: str) -> None: ...
+        def _sequences(self) -> tuple[int, int]: ...
+        def _bump(self, conn: Conn, *keys: str) -> None: ...
+        def _bump_owners(self, conn: Conn, user_ids: set[str]) -> None: ...
+        def _update_digest(
+            self, conn: Conn, added: Iterable[int], removed: Iterable[int]
+        ) -> None: ...
+        def embedder_identity(self) -> dict[str, Any] | None: ...
+
+    # ---------------------------------------------------------------- content writes
+    def insert_memories(
+        self,
+        nodes: Sequence[MemoryNode],
+        vectors: npt.NDArray[np.float32],
+        entities: Sequence[Sequence[str]],
+    ) -> None:
+        self._refuse_if_frozen("store")
+        if not nodes:
+            return
+        rows = node_rows(nodes)
+        encoded = PgVector.encode_rows(vectors, len(nodes))
+        little = np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")
+        hashes = [
+            pack_digest_.row_hash(row, names, little[i].tobytes())
+            for i, (row, names) in enumerate(zip(rows, entities, strict=True))
+        ]
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            (first,) = self._run(
+                conn, "SELECT COALESCE(MAX(rowid), 0) + 1 FROM memories"
+            ).fetchone() or (1,)
+            last = first + len(rows) - 1
+            rowids = range(first, last + 1)
+            links = {  # one link per (owner, name, memory), as the primary key wants
+                (node.user_id, name, rowid): None
+                for rowid, node, names in zip(rowids, nodes, entities, strict=True)
+                for name in names
+            }
+            small = len(rows) <= _SMALL_BATCH
+            with conn.pipeline() if small else nullcontext():
+                self._bulk(
+                    conn,
+                    "memories",
+                    _MEMORY_COLUMNS,
+                    [(r, *row) for r, row in zip(rowids, rows, strict=True)],
+                    small,
+                )
+                self._bulk(
+                    conn, "vectors", "rowid, vec", list(zip(rowids, encoded, strict=True)), small
+                )
+                self._bulk(conn, "entities", "user_id, name, memory_rowid", list(links), small)
+                self._count_lexemes(conn, first, last, +1)
+                self._bump(conn, "write_seq")
+                self._bump_owners(conn, {node.user_id for node in nodes})
+            self._update_digest(conn, hashes, ())
+
+    def _bulk(
+        self, conn: Conn, table: str, columns: str, rows: Sequence[Sequence[Any]], small: bool
+    ) -> None:
+        """Insert rows: pipelined INSERTs for a small batch, COPY (binary for vectors) else."""
+        if not rows:
+            return
+        vectors = table == "vectors"
+        if small:
+            marks = ", ".join(["%s"] * (columns.count(",") + 1))
+            sql = f"INSERT INTO {table}({columns}) VALUES ({marks})"
+            sql = sql.replace("%s)", "%b)") if vectors else sql
+            self._trace(sql)
+            with conn.cursor() as cursor:
+                cursor.executemany(sql, rows)
+            return
+        sql = f"COPY {table}({columns}) FROM STDIN" + (" (FORMAT BINARY)" if vectors else "")
+        self._trace(sql)
+        with conn.cursor() as cursor, cursor.copy(sql) as copy:
+            if vectors:
+                copy.set_types(["int8", self._vector_oid])
+            for row in rows:
+                copy.write_row(row)
+
+    def _count_lexemes(self, conn: Conn, first: int, last: int, sign: int) -> None:
+        """Add (or remove) the documents ``first..last`` to their owners' BM25 statistics."""
+        self._run(
+            conn,
+            "INSERT INTO owner_lexemes(user_id, lexeme, df)"
+            " SELECT m.user_id, l.lexeme, %s * COUNT(*) FROM memories m,"
+            " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) WHERE m.rowid BETWEEN %s AND %s"
+            " GROUP BY m.user_id, l.lexeme ORDER BY m.user_id, l.lexeme"
+            " ON CONFLICT (user_id, lexeme) DO UPDATE SET df = owner_lexemes.df + EXCLUDED.df",
+            (sign, first, last),
+        )
+        self._run(
+            conn,
+            "INSERT INTO owner_lexical_stats(user_id, n_docs, n_tokens)"
+            " SELECT user_id, %s * COUNT(*), %s * COALESCE(SUM(doc_len), 0) FROM memories"
+            " WHERE rowid BETWEEN %s AND %s GROUP BY user_id ORDER BY user_id"
+            " ON CONFLICT (user_id) DO UPDATE SET"
+            " n_docs = owner_lexical_stats.n_docs + EXCLUDED.n_docs,"
+            " n_tokens = owner_lexical_stats.n_tokens + EXCLUDED.n_tokens",
+            (sign, sign, first, last),
+        )
+        if sign < 0:
+            self._run(
+                conn,
+                "DELETE FROM owner_lexemes WHERE df = 0 AND user_id IN"
+                " (SELECT user_id FROM memories WHERE rowid BETWEEN %s AND %s)",
+                (first, last),
+            )
+
+    def delete_memory(self, user_id: str, node_id: str) -> bool:
+        self._refuse_if_frozen("delete")
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            row = self._run(
+                conn,
+                "SELECT rowid FROM memories WHERE id = %s AND user_id = %s",
+                (node_id, user_id),
+            ).fetchone()
+            if row is None:
+                return False
+            rowid = int(row[0])
+            self._update_digest(conn, (), row_hashes(conn, "", "m.rowid = %s", (rowid,)))
+            self._count_lexemes(conn, rowid, rowid, -1)
+            self._run(conn, "DELETE FROM entities WHERE memory_rowid = %s", (rowid,))
+            self._run(conn, "DELETE FROM vectors WHERE rowid = %s", (rowid,))
+            self._run(conn, "DELETE FROM memories WHERE rowid = %s", (rowid,))
+            self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
+        return True
+
+    def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
+        """End the owner's memory at ``ended_at_us`` and mark it ``superseded`` (as SQLite)."""
+        self._refuse_if_frozen("update")
+        where, params = "m.id = %s AND m.user_id = %s", (node_id, user_id)
+        with self.transaction() as conn:
+            self._lock_content(conn)
+            before = row_hashes(conn, "", where, params)
+            cursor = self._run(
+                conn,
+                "UPDATE memories SET lifecycle_state = 'superseded', updated_at = %s,"
+                " valid_to = LEAST(COALESCE(valid_to, %s), %s)"
+                " WHERE id = %s AND user_id = %s AND lifecycle_state <> 'superseded'",
+                (ended_at_us, ended_at_us, ended_at_us, node_id, user_id),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self._update_digest(conn, row_hashes(conn, "", where, params), before)
+            self._bump(conn, "write_seq", "delete_seq")
+            self._bump_owners(conn, {user_id})
+        return True
+
+    def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:
+        """``(id, content)`` of the owner's memories in ``scope`` not superseded, by rowid."""
+        rows = self._fetchall(
+            "SELECT id, content FROM memories WHERE user_id = %s AND scope = %s"
+            " AND lifecycle_state <> 'superseded' ORDER BY rowid",
+            (user_id, scope.value),
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    # ------------------------------------------------------------------ memory reads
+    def get_memory(self, user_id: str, node_id: str) -> MemoryNode | None:
+        row = self._fetchone(
+            f"SELECT {_NODE_COLUMNS} FROM memories WHERE id = %s AND user_id = %s",
+            (node_id, user_id),
+        )
+        return None if row is None else row_to_node(row)
+
+    def list_memories(
+        self, user_id: str, scopes: Sequence[Scope] | None, limit: int, after_id: str | None
+    ) -> list[MemoryNode]:
+        sql = f"SELECT {_NODE_COLUMNS} FROM memories WHERE user_id = %s AND id > %s"
+        params: list[Any] = [user_id, after_id or ""]
+        if scopes is not None:
+            sql += " AND scope = ANY(%s)"
+            params.append([s.value for s in scopes])
+        sql += " ORDER BY id LIMIT %s"
+        params.append(limit)
+        return [row_to_node(r) for r in self._fetchall(sql, params)]
+
+    def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]:
+        rows = self._fetchall(
+            f"SELECT rowid, {_NODE_COLUMNS} FROM memories WHERE rowid = ANY(%s)",
+            ([int(r) for r in rowids],),
+        )
+        return {int(r[0]): row_to_node(r[1:]) for r in rows}
+
+    # ------------------------------------------------------------ candidate generation
+    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
+        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
+        with self._index_lock:
+            if policy != self._ann:
+                self._indexes.clear()
+            self._ann = policy
+
+    def owner_index(self, user_id: str) -> OwnerIndex | None:
+        """The owner's column index, refreshed to the current write sequence (a fixed view)."""
+        dimension = (self.embedder_identity() or {}).get("dimension")
+        if dimension is None:
+            return None
+        with self.read_snapshot(), self._connection() as conn:
+            write_seq, delete_seq = self._sequences()
+            with self._index_lock:
+                index = self._indexes.get(user_id)
+                fresh = index is not None and index.write_seq >= write_seq
+                if index is not None and fresh and index.delete_seq == delete_seq:
+                    return index.snapshot()
+                if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
+                    index = OwnerIndex(int(dimension), ann=self._ann)
+                rows = self._run(
+                    conn,
+                    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
+                    " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
+                    " ORDER BY m.rowid",
+                    (user_id, index.max_rowid),
+                    binary=True,
+                ).fetchall()
+                if rows:
+                    entities: dict[int, list[str]] = {}
+                    for rowid, name in self._run(
+                        conn,
+                        "SELECT memory_rowid, name FROM entities WHERE user_id = %s"
+                        " AND memory_rowid > %s ORDER BY memory_rowid, name",
+                        (user_id, index.max_rowid),
+                    ):
+                        entities.setdefault(int(rowid), []).append(str(name))
+                    raw = b"".join(bytes(r[-1])[4:] for r in rows)
+                    vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
+                    index.append(
+                        [index_row(r, int(r[-2])) for r in rows],
+                        vectors.reshape(len(rows), int(dimension)),
+                        entities,
+                    )
+                index.write_seq = write_seq
+                index.delete_seq = delete_seq
+                self._indexes[user_id] = index
+                return index.snapshot()
+
+    def lexical_search(
+        self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
+    ) -> list[tuple[int, float]]:
+        """BM25 over the owner's memories with FTS5's formula and the owner's statistics:
+        ``(rowid, score)``, best first (:mod:`prme.storage.postgres.lexical`)."""
+        if not terms:
+            return []
+        with self._connection() as conn:
+            return lexical.search(
+                lambda sql, params: self._run(conn, sql, params), user_id, scopes, terms, k
+            )
