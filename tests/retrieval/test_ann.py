@@ -15,7 +15,8 @@ from prme import MemoryClient
 from prme.config import PRMEConfig, RetrievalConfig
 from prme.embed.hashing import HashingEmbedder
 from prme.retrieval.ann import AnnPolicy, segment_ranges
-from prme.retrieval.owner_index import NUMERIC_COLUMNS, EntityGraph, OwnerIndex, QueryScores
+from prme.retrieval.entity_graph import EntityGraph
+from prme.retrieval.owner_index import NUMERIC_COLUMNS, OwnerIndex, QueryScores
 
 WORDS = [
     "aster",

@@ -22,6 +22,8 @@ from prme.learning.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
 from prme.learning.stats import mean, percentile_bootstrap_interval, sign_flip_p_value
 from prme.limits import MAX_TRIALS
 from prme.models.holdout import (
+    Aggregates,
+    FullRetrievalDecision,
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
     FullRetrievalQueryResult,
@@ -32,8 +34,9 @@ from prme.models.holdout import (
     input_checksum,
 )
 from prme.models.receipt import RetrievalReceipt
+from prme.models.refusal import Refusal
 from prme.models.request import ARM_INPUT_KEYS, PAIRED_RECEIPT_FIELDS
-from prme.models.scope import ScopeInput, normalize_scope_key, scope_set_key
+from prme.models.scope import ScopeInput, ScopeKey, normalize_scope_key, scope_set_key
 from prme.models.scoring import RankingMultipliers
 from prme.validation import invalid_input, require_owner
 
@@ -253,38 +256,10 @@ def evaluate_full_retrieval(
     )
 
 
-def evaluate_request(
-    request: HoldoutRequest,
-    receipts: Iterable[RetrievalReceipt],
-    *,
-    scopes: ScopeInput,
-    candidate_multipliers: RankingMultipliers | Mapping[str, Any],
-    baseline_multipliers: RankingMultipliers | Mapping[str, Any] | None = None,
-    config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
-    pack_digest: str,
-    proposal_groups: frozenset[str] | None = None,
-) -> FullRetrievalEvaluation:
-    """:func:`evaluate_full_retrieval` on inputs :func:`parse_request` validated (the service
-    parses them before it loads the receipts, so they are validated once)."""
-    owner = request.user_id
-    proposal = request.proposal_input_checksum
-    artifact = request.memory_artifact_sha256
-    digest = require_digest(pack_digest, "pack_digest")
-    candidate_m: RankingMultipliers = parse_model(
-        RankingMultipliers, candidate_multipliers, "candidate_multipliers"
-    )
-    baseline_m: RankingMultipliers = (
-        NEUTRAL
-        if baseline_multipliers is None
-        else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
-    )
-    cfg: FullRetrievalEvaluationConfig = (
-        FullRetrievalEvaluationConfig()
-        if config is None
-        else parse_model(FullRetrievalEvaluationConfig, config, "config")
-    )
-    key = normalize_scope_key(scopes, "scopes")
+Row = tuple[FullRetrievalTrial, str, list[float], list[float]]
 
+
+def _receipts_by_id(receipts: Iterable[RetrievalReceipt]) -> dict[UUID, RetrievalReceipt]:
     by_id: dict[UUID, RetrievalReceipt] = {}
     for receipt in receipts:
         known = by_id.setdefault(receipt.request_id, receipt)
@@ -292,13 +267,80 @@ def evaluate_request(
             raise InvalidInputError(
                 "receipts", f"Conflicting full retrieval receipt identity {receipt.request_id}"
             )
-    ordered = sorted(request.trials, key=lambda t: t.sort_key)
+    return by_id
 
+
+def _check_group(
+    trial: FullRetrievalTrial,
+    query: str,
+    group_of_query: dict[str, str],
+    proposal_groups: frozenset[str] | None,
+) -> None:
+    """A repeated query keeps its group, and no holdout query or group is a proposal's."""
+    group = group_of_query.setdefault(query, trial.group_id)
+    if group != trial.group_id:
+        raise InvalidInputError(
+            "group_id",
+            f"Repeated normalized queries cannot use different groups ({query!r} is in "
+            f"{group!r} and {trial.group_id!r})",
+        )
+    if proposal_groups is not None:
+        if query in proposal_groups:
+            raise InvalidInputError(
+                "query", f"holdout query overlaps the proposal's groups ({query!r})"
+            )
+        if trial.group_id in proposal_groups:
+            raise InvalidInputError(
+                "group_id",
+                f"holdout query overlaps the proposal's groups (group {trial.group_id!r})",
+            )
+
+
+def _check_same_run(first: RetrievalReceipt, baseline: RetrievalReceipt) -> None:
+    """Every trial ran under the first one's feature identity, base scoring, pack, receipt
+    schema and content write sequence."""
+    if baseline.execution.features != first.execution.features:
+        raise InvalidInputError(
+            "execution.features", "All holdout trials must use one feature identity"
+        )
+    if baseline.scoring != first.scoring:
+        raise InvalidInputError(
+            "scoring", "All holdout trials must use one base scoring configuration"
+        )
+    if baseline.pack.pack_id != first.pack.pack_id:
+        raise InvalidInputError(
+            "pack.pack_id", f"holdout receipts come from different packs: {FROZEN_PACK}"
+        )
+    if baseline.schema_version != first.schema_version:
+        raise InvalidInputError(
+            "schema_version",
+            "All holdout receipts must count content writes alike (one receipt schema)",
+        )
+    if baseline.pack.write_seq != first.pack.write_seq:
+        raise InvalidInputError(
+            "pack.write_seq",
+            f"holdout receipts saw different content write sequences: {FROZEN_PACK}",
+        )
+
+
+def _paired_trials(
+    ordered: list[FullRetrievalTrial],
+    by_id: dict[UUID, RetrievalReceipt],
+    *,
+    owner: str,
+    key: ScopeKey,
+    baseline_multipliers: RankingMultipliers,
+    candidate_multipliers: RankingMultipliers,
+    k: int,
+    proposal_groups: frozenset[str] | None,
+) -> tuple[dict[str, list[Row]], dict[str, str], RetrievalReceipt]:
+    """Each trial's two receipts checked and measured, by group (in trial order); the
+    receipts' checksums; the first trial's baseline receipt."""
     used: set[UUID] = set()
     group_of_query: dict[str, str] = {}
     first: RetrievalReceipt | None = None
     checksums: dict[str, str] = {}
-    per_group: dict[str, list[tuple[FullRetrievalTrial, str, list[float], list[float]]]] = {}
+    per_group: dict[str, list[Row]] = {}
     for trial in ordered:
         baseline = by_id.get(trial.baseline_request_id)
         candidate = by_id.get(trial.candidate_request_id)
@@ -320,63 +362,31 @@ def evaluate_request(
             candidate,
             owner=owner,
             key=key,
-            baseline_multipliers=baseline_m,
-            candidate_multipliers=candidate_m,
+            baseline_multipliers=baseline_multipliers,
+            candidate_multipliers=candidate_multipliers,
         )
-        group = group_of_query.setdefault(query, trial.group_id)
-        if group != trial.group_id:
-            raise InvalidInputError(
-                "group_id",
-                f"Repeated normalized queries cannot use different groups ({query!r} is in "
-                f"{group!r} and {trial.group_id!r})",
-            )
-        if proposal_groups is not None:
-            if query in proposal_groups:
-                raise InvalidInputError(
-                    "query", f"holdout query overlaps the proposal's groups ({query!r})"
-                )
-            if trial.group_id in proposal_groups:
-                raise InvalidInputError(
-                    "group_id",
-                    f"holdout query overlaps the proposal's groups (group {trial.group_id!r})",
-                )
+        _check_group(trial, query, group_of_query, proposal_groups)
         if first is None:
             first = baseline
-        elif baseline.execution.features != first.execution.features:
-            raise InvalidInputError(
-                "execution.features", "All holdout trials must use one feature identity"
-            )
-        elif baseline.scoring != first.scoring:
-            raise InvalidInputError(
-                "scoring", "All holdout trials must use one base scoring configuration"
-            )
-        elif baseline.pack.pack_id != first.pack.pack_id:
-            raise InvalidInputError(
-                "pack.pack_id", f"holdout receipts come from different packs: {FROZEN_PACK}"
-            )
-        elif baseline.schema_version != first.schema_version:
-            raise InvalidInputError(
-                "schema_version",
-                "All holdout receipts must count content writes alike (one receipt schema)",
-            )
-        elif baseline.pack.write_seq != first.pack.write_seq:
-            raise InvalidInputError(
-                "pack.write_seq",
-                f"holdout receipts saw different content write sequences: {FROZEN_PACK}",
-            )
+        else:
+            _check_same_run(first, baseline)
         per_group.setdefault(trial.group_id, []).append(
             (
                 trial,
                 query,
-                _arm_metrics(baseline, trial.relevant_node_ids, cfg.k),
-                _arm_metrics(candidate, trial.relevant_node_ids, cfg.k),
+                _arm_metrics(baseline, trial.relevant_node_ids, k),
+                _arm_metrics(candidate, trial.relevant_node_ids, k),
             )
         )
         checksums[str(baseline.request_id)] = baseline.checksum
         checksums[str(candidate.request_id)] = candidate.checksum
     if first is None:  # unreachable: parse_trials requires at least one trial
         raise InvalidInputError("trials", f"trials must contain from 1 to {MAX_TRIALS} pairs")
+    return per_group, checksums, first
 
+
+def _query_results(per_group: dict[str, list[Row]]) -> list[FullRetrievalQueryResult]:
+    """One result per group: its trials' recall, NDCG and MRR averaged per arm."""
     queries = []
     for group_id, rows in per_group.items():
         b = [mean([row[2][m] for row in rows]) for m in range(3)]
@@ -395,7 +405,16 @@ def evaluate_request(
                 candidate_mrr=c[2],
             )
         )
-    agg = aggregate(queries)
+    return queries
+
+
+def _decision(
+    cfg: FullRetrievalEvaluationConfig,
+    queries: list[FullRetrievalQueryResult],
+    agg: Aggregates,
+) -> tuple[tuple[float, float] | None, float | None, FullRetrievalDecision, Refusal | None]:
+    """The gain's interval and sign-flip p-value (with enough groups), the decision, and for
+    a refused proposal the rules that refused it."""
     interval: tuple[float, float] | None = None
     p_value: float | None = None
     if len(queries) >= cfg.min_query_groups:
@@ -424,6 +443,59 @@ def evaluate_request(
             regression_fraction=agg.regression_fraction,
             queries=queries,
         )
+    return interval, p_value, decision, refused
+
+
+def evaluate_request(
+    request: HoldoutRequest,
+    receipts: Iterable[RetrievalReceipt],
+    *,
+    scopes: ScopeInput,
+    candidate_multipliers: RankingMultipliers | Mapping[str, Any],
+    baseline_multipliers: RankingMultipliers | Mapping[str, Any] | None = None,
+    config: FullRetrievalEvaluationConfig | Mapping[str, Any] | None = None,
+    pack_digest: str,
+    proposal_groups: frozenset[str] | None = None,
+) -> FullRetrievalEvaluation:
+    """:func:`evaluate_full_retrieval` on inputs :func:`parse_request` validated (the service
+    parses them before it loads the receipts, so they are validated once).
+
+    Over 80 lines because the report's fields are listed once, here: the trials are checked
+    and paired by :func:`_paired_trials`, summarised by :func:`_query_results` and decided by
+    :func:`_decision`."""
+    owner = request.user_id
+    proposal = request.proposal_input_checksum
+    artifact = request.memory_artifact_sha256
+    digest = require_digest(pack_digest, "pack_digest")
+    candidate_m: RankingMultipliers = parse_model(
+        RankingMultipliers, candidate_multipliers, "candidate_multipliers"
+    )
+    baseline_m: RankingMultipliers = (
+        NEUTRAL
+        if baseline_multipliers is None
+        else parse_model(RankingMultipliers, baseline_multipliers, "baseline_multipliers")
+    )
+    cfg: FullRetrievalEvaluationConfig = (
+        FullRetrievalEvaluationConfig()
+        if config is None
+        else parse_model(FullRetrievalEvaluationConfig, config, "config")
+    )
+    key = normalize_scope_key(scopes, "scopes")
+
+    ordered = sorted(request.trials, key=lambda t: t.sort_key)
+    per_group, checksums, first = _paired_trials(
+        ordered,
+        _receipts_by_id(receipts),
+        owner=owner,
+        key=key,
+        baseline_multipliers=baseline_m,
+        candidate_multipliers=candidate_m,
+        k=cfg.k,
+        proposal_groups=proposal_groups,
+    )
+    queries = _query_results(per_group)
+    agg = aggregate(queries)
+    interval, p_value, decision, refused = _decision(cfg, queries, agg)
     features = first.execution.features
     receipt_checksums = dict(sorted(checksums.items()))
     missing = cfg.min_query_groups - len(queries)

@@ -26,7 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.retrieval.ann import segment_key, segment_ranges
-from prme.retrieval.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, EntityGraph, OwnerIndex
+from prme.retrieval.entity_graph import EntityGraph
+from prme.retrieval.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
 
 FORMAT = 1
 META = "meta.json"
