@@ -32,7 +32,13 @@ from pydantic import TypeAdapter
 from prme.bulk import gc_paused
 from prme.canonical import checksum
 from prme.learning.fitting import fit_multipliers
-from prme.learning.observations import GateRequest, ObservedGroup, gate_request, observe_request
+from prme.learning.observations import (
+    GateRequest,
+    Observations,
+    ObservedGroup,
+    gate_request,
+    observe_request,
+)
 from prme.learning.snapshot import (
     Judgment,
     Snapshot,
@@ -147,23 +153,10 @@ def evaluate_judgments(
         return _evaluate(snapshot, asked, query_groups)
 
 
-def _evaluate(
-    snapshot: Snapshot, asked: GateRequest, query_groups: Mapping[Any, str] | None
-) -> LearningEvaluation:
-    obs = observe_request(snapshot, asked, query_groups)
+def _report_identity(obs: Observations, coverage: dict[str, int]) -> dict[str, Any]:
+    """The fields every gate-1 report has, whatever it decides: what was asked, over which
+    judgments and receipts (the snapshot checksum), and the input checksum that binds them."""
     cfg = obs.config
-    train = obs.training
-    requests = obs.requests
-    table = JudgedTable(requests)
-    baseline_scores = table.exact_scores(RankingMultipliers())
-    table.check_replays(baseline_scores)
-    coverage = {
-        "feedback_records": len(obs.feedback_ids),
-        "requests_with_pairs": len(requests),
-        "training_queries": len(train),
-        "validation_queries": len(obs.groups) - len(train),
-        "explicit_pairs": sum(len(r.positive_ids) * len(r.negative_ids) for r in requests),
-    }
     explicit = obs.query_groups
     snapshot_checksum = checksum(
         {
@@ -172,7 +165,7 @@ def _evaluate(
             "query_groups": None if explicit is None else {str(k): v for k, v in explicit.items()},
         }
     )
-    common: dict[str, Any] = {
+    return {
         "algorithm": cfg.algorithm,
         "optimizer": OPTIMIZERS[cfg.algorithm],
         "user_id": obs.user_id,
@@ -194,6 +187,26 @@ def _evaluate(
         "coverage": coverage,
         "exclusions": obs.exclusions,
     }
+
+
+def _evaluate(
+    snapshot: Snapshot, asked: GateRequest, query_groups: Mapping[Any, str] | None
+) -> LearningEvaluation:
+    obs = observe_request(snapshot, asked, query_groups)
+    cfg = obs.config
+    train = obs.training
+    requests = obs.requests
+    table = JudgedTable(requests)
+    baseline_scores = table.exact_scores(RankingMultipliers())
+    table.check_replays(baseline_scores)
+    coverage = {
+        "feedback_records": len(obs.feedback_ids),
+        "requests_with_pairs": len(requests),
+        "training_queries": len(train),
+        "validation_queries": len(obs.groups) - len(train),
+        "explicit_pairs": sum(len(r.positive_ids) * len(r.negative_ids) for r in requests),
+    }
+    common = _report_identity(obs, coverage)
     if (
         coverage["training_queries"] < cfg.min_training_queries
         or coverage["validation_queries"] < cfg.min_validation_queries

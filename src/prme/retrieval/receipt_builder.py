@@ -121,7 +121,10 @@ def build_receipt(
     pack: PackIdentity,
     features_identity: Mapping[str, Any],
 ) -> Built:
-    """The receipt of ``o`` and the response's results (same traces, same order)."""
+    """The receipt of ``o`` and the response's results (same traces, same order).
+
+    Over 80 lines because one loop fills each receipt candidate and its response result side
+    by side (so the two can never drift apart), and the receipt's fields are listed once."""
     pool, scored, fi = o.pool, o.scored, o.scored.rank_fusion
     names = list(scored.features)
     candidates: list[ReceiptCandidate] = []

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from prme.bulk import gc_paused
 from prme.engine import Engine
 from prme.errors import IntegrityError, InvalidInputError
-from prme.learning import gate2
+from prme.learning import gate2, holdout_trials
 from prme.limits import MAX_TRIALS
 from prme.models.holdout import (
     FullRetrievalEvaluation,
@@ -130,7 +130,7 @@ def evaluate(
     if (report.pack_id, report.write_seq) != (current.pack_id, now):
         raise InvalidInputError(
             "pack.write_seq",
-            f"{gate2.FROZEN_PACK}: the receipts saw content write sequence {report.write_seq} "
+            f"{holdout_trials.FROZEN_PACK}: the receipts saw content write sequence {report.write_seq} "
             f"but it is now at {now}, so pack_digest would not describe them",
         )
     attested = reports.attest_and_persist(engine, HOLDOUT_REPORTS, owner, report.input_checksum, report)

@@ -103,7 +103,9 @@ def extension_schema(conn: Conn, pack: str) -> str:
 
 
 def _v1(conn: Conn, s: str, v: str) -> None:
-    """The initial schema: the same tables as the SQLite pack, plus BM25 statistics."""
+    """The initial schema: the same tables as the SQLite pack, plus BM25 statistics.
+
+    Over 80 lines because it is the schema's DDL, one statement per table and index."""
     statements = [
         f"""CREATE TABLE {s}.meta (
             key text COLLATE "C" PRIMARY KEY,

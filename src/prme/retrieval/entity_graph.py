@@ -1,0 +1,72 @@
+"""An owner's entity links as CSR adjacency arrays: each name's positions in one sorted int64
+array, and each position's names, so a query's graph expansion slices arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class EntityGraph:
+    """The entity links of positions ``[0, size)`` as CSR arrays, both ways:
+    ``positions[offsets[i]:offsets[i + 1]]`` are the positions (ascending) linked to
+    ``names[i]``, and ``name_ids[position_offsets[p]:position_offsets[p + 1]]`` the names
+    (by number) of position ``p``."""
+
+    names: tuple[str, ...]
+    offsets: npt.NDArray[np.int64]
+    positions: npt.NDArray[np.int64]
+    position_offsets: npt.NDArray[np.int64]
+    name_ids: npt.NDArray[np.int64]
+    numbers: dict[str, int] = field(compare=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.numbers and self.names:
+            self.numbers.update({name: i for i, name in enumerate(self.names)})
+
+    @property
+    def size(self) -> int:
+        return len(self.position_offsets) - 1
+
+    @staticmethod
+    def empty() -> EntityGraph:
+        zero = np.zeros(1, np.int64)
+        return EntityGraph((), zero, np.zeros(0, np.int64), zero, np.zeros(0, np.int64))
+
+    def links(self, name: str) -> npt.NDArray[np.int64]:
+        row = self.numbers.get(name)
+        if row is None:
+            return np.zeros(0, np.int64)
+        return self.positions[self.offsets[row] : self.offsets[row + 1]]
+
+    def names_of(self, position: int) -> list[str]:
+        ids = self.name_ids[self.position_offsets[position] : self.position_offsets[position + 1]]
+        return [self.names[i] for i in ids.tolist()]
+
+    def merged(self, fresh: Sequence[Sequence[str]]) -> EntityGraph:
+        """This graph plus the names of the positions after it (``fresh[i]`` for position
+        ``size + i``)."""
+        numbers = dict(self.numbers)
+        names = list(self.names)
+        for name in sorted({n for ns in fresh for n in ns} - numbers.keys()):
+            numbers[name] = len(names)
+            names.append(name)
+        counts = np.fromiter((len(ns) for ns in fresh), np.int64, len(fresh))
+        new_ids = np.fromiter((numbers[n] for ns in fresh for n in ns), np.int64)
+        name_ids = np.concatenate([self.name_ids, new_ids])
+        position_offsets = np.concatenate(
+            [self.position_offsets, self.position_offsets[-1] + np.cumsum(counts)]
+        ).astype(np.int64)
+        link_positions = np.repeat(
+            np.arange(len(position_offsets) - 1, dtype=np.int64), np.diff(position_offsets)
+        )
+        order = np.lexsort((link_positions, name_ids))
+        offsets = np.zeros(len(names) + 1, np.int64)
+        np.cumsum(np.bincount(name_ids, minlength=len(names)), out=offsets[1:])
+        return EntityGraph(
+            tuple(names), offsets, link_positions[order], position_offsets, name_ids, numbers
+        )
