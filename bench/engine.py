@@ -403,7 +403,7 @@ def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) ->
     import numpy as np
 
     from prme.engine import vector_index_policy
-    from prme.retrieval.ann import AnnPolicy
+    from prme.index.ann import AnnPolicy
 
     ix = client.engine.store.owner_index(OWNER)
     policy = vector_index_policy(client.config) or AnnPolicy()

@@ -20,6 +20,7 @@ from prme.models.profiles import RankingProfile, RankingProfileState
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import scope_namespace
 from prme.models.scoring import ScoringWeights, adjusted_weights
+from prme.retrieval.replay import replay_scores
 from prme.services import profiles
 from prme.storage.timeutil import to_us
 
@@ -79,7 +80,7 @@ def test_applied_uses_the_profiles_multipliers(
     assert receipt is not None
     assert receipt.weights == memory.config.scoring  # pre-multiplier weights stay the base
     assert receipt.applied_weights() == adjusted_weights(memory.config.scoring, active.multipliers)
-    assert [c.score for c in receipt.candidates] == receipt.replay_scores()
+    assert [c.score for c in receipt.candidates] == replay_scores(receipt)
 
 
 def test_inapplicable_under_rank_fusion(

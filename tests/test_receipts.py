@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from prme import IntegrityError, MemoryClient, RankingMultipliers, RetrievalReceipt
 from prme.canonical import canonical_json, checksum, sha256_hex
 from prme.models.scoring import PRODUCT_RRF_K, ScoringWeights, adjusted_weights
+from prme.retrieval.replay import replay_ranking, replay_scores
 from prme.retrieval.scoring import weighted_score
 from prme.storage.payloads import decode
 from prme.storage.sqlite import DB_FILE
@@ -62,8 +63,8 @@ def check_replay(client: MemoryClient, response: Any) -> RetrievalReceipt:
     ids = [r.node.id for r in response.results]
     assert [c.node_id for c in receipt.candidates] == ids
     assert [c.score for c in receipt.candidates] == scores
-    assert [s.hex() for s in receipt.replay_scores()] == [s.hex() for s in scores]
-    assert receipt.replay_ranking() == ids
+    assert [s.hex() for s in replay_scores(receipt)] == [s.hex() for s in scores]
+    assert replay_ranking(receipt) == ids
     return receipt
 
 
@@ -102,10 +103,10 @@ def test_replay_under_other_multipliers_reorders_only_from_traces(client: Memory
     receipt = receipt_of(client, response)
     trial = RankingMultipliers(lexical=4.0, semantic=0.25)
     applied = adjusted_weights(receipt.weights, trial)
-    assert receipt.replay_scores(trial) == [
+    assert replay_scores(receipt, trial) == [
         weighted_score(c.trace, applied) for c in receipt.candidates
     ]
-    assert receipt.replay_scores(RankingMultipliers()) == receipt.replay_scores()
+    assert replay_scores(receipt, RankingMultipliers()) == replay_scores(receipt)
 
 
 def test_rrf_replay_is_exact(make_client: ClientFactory) -> None:
@@ -297,8 +298,8 @@ def test_a_schema_1_receipt_still_parses_replays_and_keeps_its_bytes(
     receipt = client.get_retrieval_receipt(request, user_id="alice")
     assert receipt is not None and receipt.schema_version == 1
     assert canonical_json(receipt) == legacy and receipt.checksum == sha256_hex(legacy)
-    assert receipt.replay_scores() == [c.score for c in receipt.candidates]
-    assert receipt.replay_ranking() == [c.node_id for c in receipt.candidates]
+    assert replay_scores(receipt) == [c.score for c in receipt.candidates]
+    assert replay_ranking(receipt) == [c.node_id for c in receipt.candidates]
 
 
 @pytest.mark.sqlite_only

@@ -11,6 +11,7 @@ from datetime import timedelta
 from conftest import FakeClock
 
 from prme import MemoryClient, MemoryRecord, RetrievalMode, Scope
+from prme.retrieval.replay import replay_ranking, replay_scores
 
 ONE_US = timedelta(microseconds=1)
 TEN_YEARS = timedelta(days=3653)
@@ -60,8 +61,8 @@ def test_expired_memories_leave_retrieval_and_are_marked_in_get_and_list(
     receipt = memory.get_retrieval_receipt(first.metadata.request_id, user_id="alice")
     assert receipt is not None
     assert [str(c.node_id) for c in receipt.candidates] == [str(r.node.id) for r in first.results]
-    assert receipt.replay_ranking() == [c.node_id for c in receipt.candidates]
-    assert receipt.replay_scores() == [c.score for c in receipt.candidates]
+    assert replay_ranking(receipt) == [c.node_id for c in receipt.candidates]
+    assert replay_scores(receipt) == [c.score for c in receipt.candidates]
 
 
 def test_a_memory_expires_just_after_its_last_instant(

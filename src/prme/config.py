@@ -36,7 +36,7 @@ class RetrievalConfig(_Section):
     graph_max_candidates: int = Field(default=150, ge=0, le=MAX_CHANNEL_CANDIDATES)
     graph_max_hops: int = Field(default=3, ge=1, le=3)
     # The vector channel: "exact" scans every cosine; "hnsw" searches deterministic HNSW
-    # segments (prme.retrieval.ann) for an owner of at least vector_index_min_rows memories
+    # segments (prme.index.ann) for an owner of at least vector_index_min_rows memories
     # and scans smaller owners exactly. Both are part of the feature identity. Exact is the
     # default until the index meets its goals at 1M rows (measured recall@10 0.935 against
     # 0.98 wanted, and a first build that blocks a retrieval for minutes).

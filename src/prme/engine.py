@@ -11,7 +11,7 @@ from prme.canonical import checksum
 from prme.config import PRMEConfig
 from prme.embed.base import Embedder
 from prme.errors import InvalidInputError
-from prme.retrieval.ann import AnnPolicy
+from prme.index.ann import AnnPolicy
 from prme.storage.base import Store
 
 FEATURE_SCHEMA = 2  # bump whenever feature computation changes meaning (2: hub-free graph)

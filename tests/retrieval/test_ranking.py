@@ -7,6 +7,7 @@ import pytest
 from support.owner_index import STAGE_NOW, build_index, memory
 
 from prme.config import DEFAULT_EPISTEMIC_WEIGHTS
+from prme.index.owner_index import OwnerIndex
 from prme.models.scoring import (
     RankingMultipliers,
     ScoringWeights,
@@ -15,7 +16,6 @@ from prme.models.scoring import (
 )
 from prme.retrieval.candidates import CandidatePool, candidate_pool, channel_hits
 from prme.retrieval.features import FilterSettings, weighted_features
-from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.ranking import score_pool
 from prme.retrieval.scan import scan
 from prme.retrieval.scoring import rrf_scores, weighted_scores

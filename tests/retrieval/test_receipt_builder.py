@@ -11,6 +11,7 @@ import pytest
 from support.owner_index import STAGE_NOW, build_index, memory
 
 from prme.config import RetrievalConfig
+from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity, RetrievalReceipt
@@ -24,7 +25,6 @@ from prme.models.scoring import (
 )
 from prme.retrieval.candidates import candidate_pool, channel_hits, cross_scope_hints
 from prme.retrieval.features import FilterSettings
-from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.packing import pack
 from prme.retrieval.ranking import score_pool
 from prme.retrieval.receipt_builder import Outcome, build_receipt, build_response

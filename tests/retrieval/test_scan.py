@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from support.owner_index import build_index, memory
 
+from prme.index.owner_index import OwnerIndex
 from prme.retrieval import scan as scan_module
-from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.scan import ScanThread, finish, scan
 
 QUERY = np.array([0.6, 0.8, 0, 0], dtype=np.float32)

@@ -28,8 +28,8 @@ from prme import FrozenPackError, IntegrityError, MemoryClient, PRMEConfig
 from prme.canonical import sha256_hex
 from prme.config import StorageConfig
 from prme.errors import InvalidInputError, StorageUnavailableError
+from prme.index.bm25 import bm25_idf
 from prme.models.enums import Scope
-from prme.retrieval.bm25 import bm25_idf
 from prme.storage.postgres import PostgresStore, drop_schema, migrations
 from prme.storage.registry import BACKENDS as REGISTRY
 from prme.storage.registry import StoreOptions, make_store

@@ -17,9 +17,9 @@ from pydantic import BaseModel
 
 from prme import FrozenPackError, IntegrityError, MemoryClient
 from prme.canonical import sha256_hex
+from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.receipt import PackIdentity
-from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.query import analyze_query
 from prme.storage.payloads import decode
 from prme.storage.sqlite import DB_FILE, SQLiteStore

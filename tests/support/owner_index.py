@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from prme.retrieval.owner_index import (
+from prme.index.owner_index import (
     CONDITIONS,
     DECAYS,
     EPISTEMIC,

@@ -24,7 +24,7 @@ from prme.models.enums import Scope
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceSurface
 from prme.models.scoring import ADDITIVE_FEATURES, MULTIPLIER_MAX, MULTIPLIER_MIN
-from prme.retrieval.scoring import WEIGHTED_COLUMNS
+from prme.models.trace import WEIGHTED_COLUMNS
 
 # ScoreTrace fields the weighted formula and the ranking policy read, in column order.
 TRACE_COLUMNS: tuple[str, ...] = (*WEIGHTED_COLUMNS, "path_score")

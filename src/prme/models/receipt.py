@@ -119,17 +119,3 @@ class RetrievalReceipt(Frozen):
     def applied_weights(self) -> ScoringWeights:
         """Pre-multiplier weights with the recorded multipliers applied."""
         return adjusted_weights(self.weights, self.ranking_multipliers)
-
-    def replay_scores(self, multipliers: RankingMultipliers | None = None) -> list[float]:
-        """Each candidate's score from its trace alone; ``multipliers`` overrides the recorded
-        ones (:func:`prme.retrieval.replay.replay_scores`)."""
-        from prme.retrieval.replay import replay_scores
-
-        return replay_scores(self, multipliers)
-
-    def replay_ranking(self) -> list[UUID]:
-        """The stored candidates re-sorted by replayed score under the recorded ranking policy
-        (:func:`prme.retrieval.replay.replay_ranking`)."""
-        from prme.retrieval.replay import replay_ranking
-
-        return replay_ranking(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from prme.models.base import FiniteFloat, Frozen
+from prme.models.scoring import ADDITIVE_FEATURES
 
 
 class ScoreTrace(Frozen):
@@ -42,3 +43,26 @@ class RankFusionTrace(Frozen):
     lexical_weight: FiniteFloat | None = Field(
         default=None, ge=0.0, le=2.0, exclude_if=lambda v: v is None
     )
+
+
+# The trace column each additive weight multiplies, in ADDITIVE_FEATURES order.
+ADDITIVE_COLUMNS: tuple[str, ...] = tuple(
+    {
+        "semantic": "semantic_similarity",
+        "lexical": "lexical_relevance",
+        "graph": "graph_proximity",
+        "recency": "recency_factor",
+        "salience": "salience",
+        "confidence": "confidence",
+    }[name]
+    for name in ADDITIVE_FEATURES
+)
+
+
+# Every trace column the weighted formula reads.
+WEIGHTED_COLUMNS: tuple[str, ...] = (
+    *ADDITIVE_COLUMNS,
+    "epistemic_weight",
+    "temporal_affinity",
+    "node_type_boost",
+)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from prme.index.owner_index import OwnerIndex, VectorScores
 from prme.retrieval.features import (
     GRAPH_PROXIMITY,
     BoolArray,
@@ -21,7 +22,6 @@ from prme.retrieval.features import (
     keep_mask,
     minmax,
 )
-from prme.retrieval.owner_index import OwnerIndex, VectorScores
 from prme.retrieval.scan import Scan
 from prme.retrieval.scoring import FloatArray
 

@@ -10,10 +10,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from prme.models.enums import DECAY_LAMBDA, DecayProfile
-from prme.models.scoring import ScoringWeights
-from prme.retrieval.fusion import channel_weights
-from prme.retrieval.owner_index import (
+from prme.index.owner_index import (
     CONDITIONS,
     DECAYS,
     EPISTEMIC,
@@ -23,6 +20,9 @@ from prme.retrieval.owner_index import (
     SOURCES,
     OwnerIndex,
 )
+from prme.models.enums import DECAY_LAMBDA, DecayProfile
+from prme.models.scoring import ScoringWeights
+from prme.retrieval.fusion import channel_weights
 from prme.retrieval.scoring import FloatArray
 from prme.timeutil import to_us
 

@@ -14,10 +14,10 @@ from typing import Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from prme.index.owner_index import OwnerIndex
 from prme.models.scoring import ScoringWeights
 from prme.models.trace import RankFusionTrace, ScoreTrace
 from prme.retrieval.features import BoolArray, FusionInputs, Positions, fusion_inputs
-from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.scoring import (
     FloatArray,
     rrf_score,

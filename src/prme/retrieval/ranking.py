@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from prme.index.owner_index import OwnerIndex
 from prme.models.scoring import ScoringWeights
 from prme.retrieval.candidates import CandidatePool
 from prme.retrieval.features import FusionInputs, weighted_features
 from prme.retrieval.fusion_methods import FusionContext, FusionMethod, fusion_method
-from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.scoring import FloatArray
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from prme.canonical import sha256_hex
+from prme.index.owner_index import SCOPES, OwnerIndex
 from prme.models.memory import MemoryNode
 from prme.models.receipt import (
     PackIdentity,
@@ -33,7 +34,6 @@ from prme.models.scoring import RankingMultipliers
 from prme.models.trace import RankFusionTrace, ScoreTrace
 from prme.retrieval.candidates import PINNED_LIMIT, CandidatePool
 from prme.retrieval.features import FusionInputs
-from prme.retrieval.owner_index import SCOPES, OwnerIndex
 from prme.retrieval.packing import Packed
 from prme.retrieval.ranking import Scored
 from prme.retrieval.selection import Selection

@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import numpy.typing as npt
 
-from prme.retrieval.owner_index import OwnerIndex, VectorScores
+from prme.index.owner_index import OwnerIndex, VectorScores
 
 # (the query's scores: every position's exact cosine, or a large owner's approximate searcher;
 # the top positions; their cosines)

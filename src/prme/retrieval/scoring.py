@@ -17,34 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.models.scoring import ADDITIVE_FEATURES, ScoringWeights
-from prme.models.trace import RankFusionTrace, ScoreTrace
+from prme.models.trace import ADDITIVE_COLUMNS, WEIGHTED_COLUMNS, RankFusionTrace, ScoreTrace
 
 FloatArray = npt.NDArray[np.float64]
 RankingPolicy = Literal["score_path_id"]
 TIE_BREAK_SCALE = 1e-11
-# The trace column each additive weight multiplies, in ADDITIVE_FEATURES order.
-ADDITIVE_COLUMNS: tuple[str, ...] = tuple(
-    {
-        "semantic": "semantic_similarity",
-        "lexical": "lexical_relevance",
-        "graph": "graph_proximity",
-        "recency": "recency_factor",
-        "salience": "salience",
-        "confidence": "confidence",
-    }[name]
-    for name in ADDITIVE_FEATURES
-)
-
-
-# Every trace column the weighted formula reads.
-WEIGHTED_COLUMNS: tuple[str, ...] = (
-    *ADDITIVE_COLUMNS,
-    "epistemic_weight",
-    "temporal_affinity",
-    "node_type_boost",
-)
-
-
 def weighted_score(trace: ScoreTrace, weights: ScoringWeights) -> float:
     """:func:`weighted_scores` of one trace (the same arithmetic: it is that function)."""
     return weighted_scores(trace_columns([trace]), weights)[0]

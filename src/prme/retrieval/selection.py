@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prme.index.owner_index import OwnerIndex
 from prme.retrieval.candidates import CandidatePool
-from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.ranking import Scored
 
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import InvalidInputError, NotFoundError
+from prme.index.owner_index import NO_TTL
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -28,7 +29,6 @@ from prme.models.memory import MemoryNode, MemoryRecord, StoreReceipt, stated_ti
 from prme.models.scope import ScopeInput, normalize_scope
 from prme.models.store_input import StoreFields, StoreInput
 from prme.retrieval.features import ttl_expired
-from prme.retrieval.owner_index import NO_TTL
 from prme.retrieval.query import extract_entities
 from prme.storage.timeutil import to_us
 from prme.validation import invalid_input, require_owner, require_uuid, to_utc

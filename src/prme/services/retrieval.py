@@ -14,13 +14,13 @@ from contextlib import contextmanager
 
 from prme.embed.base import embed_queries
 from prme.engine import Engine
+from prme.index.owner_index import OwnerIndex
 from prme.models.receipt import PackIdentity
 from prme.models.request import RetrievalRequest
 from prme.models.retrieval import RetrievalResponse
 from prme.models.scope import scope_set_key
 from prme.models.scoring import adjusted_weights
 from prme.retrieval.candidates import candidate_pool, channel_hits, cross_scope_hints
-from prme.retrieval.owner_index import OwnerIndex
 from prme.retrieval.packing import pack
 from prme.retrieval.query import analyze_query
 from prme.retrieval.ranking import score_pool

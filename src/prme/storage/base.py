@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from prme.index.ann import AnnPolicy
+from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
-from prme.retrieval.ann import AnnPolicy
-from prme.retrieval.owner_index import OwnerIndex
 
 if TYPE_CHECKING:  # both import this module's record types
     from prme.storage.digest import DigestState

@@ -18,16 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from prme.canonical import canonical_json, sha256_hex
-from prme.models.enums import (
-    DecayProfile,
-    EpistemicType,
-    LifecycleState,
-    NodeType,
-    Scope,
-    SourceType,
-)
-from prme.models.memory import MemoryNode
-from prme.retrieval.owner_index import (
+from prme.index.owner_index import (
     CONDITIONS,
     DECAYS,
     EPISTEMIC,
@@ -39,6 +30,15 @@ from prme.retrieval.owner_index import (
     SOURCES,
     code,
 )
+from prme.models.enums import (
+    DecayProfile,
+    EpistemicType,
+    LifecycleState,
+    NodeType,
+    Scope,
+    SourceType,
+)
+from prme.models.memory import MemoryNode
 from prme.storage.timeutil import from_us, opt_from_us, to_us
 
 # The ``memories`` columns after ``rowid``, in schema order: what :func:`node_rows` returns.

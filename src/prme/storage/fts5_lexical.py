@@ -3,7 +3,7 @@
 FTS5's ``bm25()`` takes its statistics (row count, average length, document frequency) from the
 whole table, so one owner's writes would move every other owner's scores. Here FTS5 still
 tokenizes and indexes everything, but the score is computed from FTS5's own term data with the
-owner's statistics alone (:mod:`prme.retrieval.bm25`):
+owner's statistics alone (:mod:`prme.index.bm25`):
 
 - each query term is tokenized by FTS5 itself (the pack's tokenizer, in a private in-memory
   database), so a term is the same phrase FTS5's ``MATCH '"term"'`` would search;
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from prme.retrieval.bm25 import bm25_idf, bm25_scores
-from prme.retrieval.owner_index import OwnerIndex
+from prme.index.bm25 import bm25_idf, bm25_scores
+from prme.index.owner_index import OwnerIndex
 
 INSTANCE_TABLE = "temp.prme_fts_instance"
 _CACHE_LIMIT = 4096

@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
+from prme.index.bm25 import BM25_B, BM25_K1, bm25_idf
 from prme.models.enums import Scope
-from prme.retrieval.bm25 import BM25_B, BM25_K1, bm25_idf
 
 Run = Callable[[str, Sequence[Any]], psycopg.Cursor[Any]]
 

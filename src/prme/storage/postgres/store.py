@@ -10,7 +10,7 @@ tell them apart except through the feature identity (``storage: postgres``, ``le
   the pack's embedder is bound). Vector search runs in the in-process :class:`OwnerIndex`,
   refreshed incrementally from ``write_seq`` exactly as on SQLite: exact cosine, or the same
   deterministic HNSW segments past the engine's ``vector_index_min_rows``
-  (:mod:`prme.retrieval.ann`; the feature identity's ``vector_search``), which are kept in
+  (:mod:`prme.index.ann`; the feature identity's ``vector_search``), which are kept in
   memory only (each process builds them on first use); pgvector's own HNSW is not used.
 - **One writer for content**: content writes take a pack-wide transaction-scoped advisory lock,
   so row ids grow in commit order and the incremental index refresh never misses a row.
@@ -62,10 +62,10 @@ from prme.errors import (
     PackNotFoundError,
     StorageUnavailableError,
 )
+from prme.index.ann import AnnPolicy
+from prme.index.bm25 import BM25_B, BM25_K1
+from prme.index.owner_index import OwnerIndex
 from prme.models.receipt import PackIdentity
-from prme.retrieval.ann import AnnPolicy
-from prme.retrieval.bm25 import BM25_B, BM25_K1
-from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
 from prme.storage.base import Tracer
 from prme.storage.postgres.digest import (

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from prme.retrieval import index_file
-from prme.retrieval.ann import AnnPolicy
-from prme.retrieval.owner_index import OwnerIndex
+from prme.index import index_file
+from prme.index.ann import AnnPolicy
+from prme.index.owner_index import OwnerIndex
 from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
 from prme.storage.fts5_lexical import first_varint
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from prme.index.ann import AnnPolicy
+from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
 from prme.models.receipt import PackIdentity
-from prme.retrieval.ann import AnnPolicy
-from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
 from prme.storage.columns import (
     NODE_COLUMNS,

@@ -22,10 +22,10 @@ from typing import Any
 
 from prme.canonical import canonical_bytes, canonical_json
 from prme.errors import FrozenPackError, IntegrityError, PackNotFoundError, ReadOnlyPackError
+from prme.index.ann import AnnPolicy
+from prme.index.bm25 import BM25_B, BM25_K1
+from prme.index.owner_index import OwnerIndex
 from prme.models.receipt import PackIdentity
-from prme.retrieval.ann import AnnPolicy
-from prme.retrieval.bm25 import BM25_B, BM25_K1
-from prme.retrieval.owner_index import OwnerIndex
 from prme.storage import digest as pack_digest_
 from prme.storage.base import RowScan, StorageFinding, Tracer
 from prme.storage.fts5_lexical import QueryTokenizer, create_instance_table

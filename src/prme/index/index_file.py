@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from prme.retrieval.ann import segment_key, segment_ranges
-from prme.retrieval.entity_graph import EntityGraph
-from prme.retrieval.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
+from prme.index.ann import segment_key, segment_ranges
+from prme.index.entity_graph import EntityGraph
+from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
 
 FORMAT = 1
 META = "meta.json"

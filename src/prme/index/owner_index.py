@@ -5,8 +5,8 @@ pack's content write sequence, so writes by other processes are seen by the next
 
 The vector channel scans every cosine exactly, or, for an owner of at least
 ``AnnPolicy.min_rows`` memories when the engine's policy says so, searches deterministic HNSW
-segments and rescores what they return exactly (:mod:`prme.retrieval.ann`). The entity graph
-is held as adjacency arrays (:mod:`prme.retrieval.entity_graph`), so a query's expansion
+segments and rescores what they return exactly (:mod:`prme.index.ann`). The entity graph
+is held as adjacency arrays (:mod:`prme.index.entity_graph`), so a query's expansion
 slices arrays instead of converting Python lists.
 """
 
@@ -24,16 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
-from prme.models.enums import (
-    DecayProfile,
-    EpistemicType,
-    LifecycleState,
-    NodeType,
-    Scope,
-    SourceType,
-)
-from prme.models.memory import MemoryNode
-from prme.retrieval.ann import (
+from prme.index.ann import (
     AnnPolicy,
     Segment,
     build_segment,
@@ -44,7 +35,16 @@ from prme.retrieval.ann import (
     segment_key,
     segment_ranges,
 )
-from prme.retrieval.entity_graph import EntityGraph
+from prme.index.entity_graph import EntityGraph
+from prme.models.enums import (
+    DecayProfile,
+    EpistemicType,
+    LifecycleState,
+    NodeType,
+    Scope,
+    SourceType,
+)
+from prme.models.memory import MemoryNode
 
 SCOPES = [s.value for s in Scope]
 NODE_TYPES = [t.value for t in NodeType]
@@ -142,7 +142,7 @@ class OwnerIndex:
     max_rowid: int = 0
     write_seq: int = -1
     delete_seq: int = -1
-    saved_size: int = 0  # rows of this index saved beside the pack (retrieval/index_file.py)
+    saved_size: int = 0  # rows of this index saved beside the pack (index/index_file.py)
     # approximate vector search: the policy (None: always exact), where segments are saved,
     # and the segments built so far (shared by every snapshot: a segment never changes)
     ann: AnnPolicy | None = None
@@ -153,7 +153,7 @@ class OwnerIndex:
     # rows an index holds never change, a delete or supersede makes a new index), at most
     # NODE_CACHE of them
     nodes: dict[int, MemoryNode] = field(default_factory=dict, compare=False, repr=False)
-    # where the store saved this index (retrieval/index_file.py): each segment file built for
+    # where the store saved this index (index/index_file.py): each segment file built for
     # it is logged there, so that a later save can delete the files it supersedes
     index_dir: Path | None = None
     # values derived from the columns, per size (shared by every snapshot: positions below a
