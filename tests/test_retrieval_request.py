@@ -7,7 +7,7 @@ from typing import Any, get_type_hints
 
 from prme import MemoryClient, RetrievalReceipt
 from prme.http.schemas import RetrievalFilters, RetrieveRequest
-from prme.learning import gate2
+from prme.learning import holdout_trials
 from prme.mcp.server import MemoryTools
 from prme.models.enums import RetrievalMode
 from prme.models.request import (
@@ -79,12 +79,12 @@ def test_receipt_records_every_parameter(client: MemoryClient) -> None:
 
 
 def test_gate2_pairs_exactly_the_parameters() -> None:
-    assert gate2.PAIRED_FIELDS == PAIRED_RECEIPT_FIELDS
+    assert holdout_trials.PAIRED_FIELDS == PAIRED_RECEIPT_FIELDS
     assert set(PAIRED_RECEIPT_FIELDS) == {
         "reference_time", "scoring", "weights", "packing", "min_score", "result_limit",
         "retrieval_mode", "time_from", "time_to",
     }  # fmt: skip
-    assert {"ranking_multipliers", "ranking_profile"} == gate2.ARM_INPUTS
+    assert {"ranking_multipliers", "ranking_profile"} == holdout_trials.ARM_INPUTS
     assert {p for p in PARAMETERS if pairing(p) == "checked"} == {"query", "user_id", "scope"}
 
 
