@@ -66,6 +66,7 @@ def test_owner_postings_give_the_pack_postings_hits(
     assert sum(len(hits) for hits in from_pack) > 500  # the queries do match
 
 
+@pytest.mark.sqlite_only  # counts the SQL statements SQLite runs for the FTS5 postings
 def test_a_small_owner_reads_no_pack_postings(make_client: ClientFactory) -> None:
     client = make_client()
     rng = random.Random(7)
