@@ -133,13 +133,9 @@ def test_inapplicable_when_the_engine_base_scoring_changed(
     )
 
 
-def test_inapplicable_when_the_feature_identity_changed(
-    gold: Golden, tmp_path: Path, make_client: Callable[..., MemoryClient]
-) -> None:
-    # An empty pack binds no embedder, so it can be opened with another one; the profile record
-    # is appended as given (its reports were attested by the golden pack, not this one).
-    path = tmp_path / "empty"
-    same = make_client(path)
+def _golden_profile_applied(gold: Golden, same: MemoryClient) -> RankingProfile:
+    """The golden holdout's profile appended as given to ``same`` (an empty pack binds no
+    embedder) and activated; it applies there."""
     profile = RankingProfile(
         profile_id=uuid.uuid4(),
         user_id=OWNER,
@@ -152,6 +148,16 @@ def test_inapplicable_when_the_feature_identity_changed(
     profiles.store_profile(same.engine, profile)
     same.activate_ranking_profile(profile.profile_id, user_id=OWNER)
     assert resolution(same, same.retrieve(QUERY, user_id=OWNER, scope=SCOPES))[0] == "applied"
+    return profile
+
+
+def test_inapplicable_when_the_feature_identity_changed(
+    gold: Golden, tmp_path: Path, make_client: Callable[..., MemoryClient]
+) -> None:
+    # An empty pack binds no embedder, so it can be opened with another one; the profile record
+    # is appended as given (its reports were attested by the golden pack, not this one).
+    path = tmp_path / "empty"
+    profile = _golden_profile_applied(gold, make_client(path))
 
     other = make_client(path, embedder=HashingEmbedder(dimension=64))
     assert other.engine.feature_identity_sha256() != gold.holdout.feature_identity_sha256
@@ -173,19 +179,7 @@ def test_inapplicable_under_another_vector_index(
     # the golden profile was evaluated with the default exact vector scan; the same pack
     # retrieving through the approximate index (at any index size) does not apply it
     path = tmp_path / "empty"
-    same = make_client(path)
-    profile = RankingProfile(
-        profile_id=uuid.uuid4(),
-        user_id=OWNER,
-        scopes=gold.holdout.scopes,
-        created_at=LATER,
-        multipliers=gold.holdout.candidate_multipliers,
-        proposal=gold.proposal,
-        holdout=gold.holdout,
-    )
-    profiles.store_profile(same.engine, profile)
-    same.activate_ranking_profile(profile.profile_id, user_id=OWNER)
-    assert resolution(same, same.retrieve(QUERY, user_id=OWNER, scope=SCOPES))[0] == "applied"
+    profile = _golden_profile_applied(gold, make_client(path))
     for retrieval in (
         RetrievalConfig(vector_index="hnsw"),
         RetrievalConfig(vector_index="hnsw", vector_index_min_rows=1024),

@@ -4,7 +4,6 @@ its lexical search). :class:`~prme.storage.postgres.PostgresStore` inherits them
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -13,7 +12,6 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from prme.index.ann import AnnPolicy
 from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
@@ -28,6 +26,7 @@ from prme.storage.columns import (
     row_to_node,
     select_list,
 )
+from prme.storage.owner_indexes import OwnerIndexCache
 from prme.storage.postgres import lexical
 from prme.storage.postgres.digest import row_hashes
 from prme.storage.postgres.migrations import Conn
@@ -39,12 +38,9 @@ _NODE_COLUMNS = select_list(NODE_COLUMNS)
 _SMALL_BATCH = 32
 
 
-class MemoryRows:
+class MemoryRows(OwnerIndexCache):
     """The memory-row methods of :class:`~prme.storage.postgres.PostgresStore`."""
 
-    _indexes: dict[str, OwnerIndex]
-    _index_lock: threading.Lock
-    _ann: AnnPolicy | None
     _vector_oid: int
 
     if TYPE_CHECKING:  # declared for the type checker; PostgresStore defines them
@@ -250,13 +246,6 @@ class MemoryRows:
         return {int(r[0]): row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
-    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
-        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
-        with self._index_lock:
-            if policy != self._ann:
-                self._indexes.clear()
-            self._ann = policy
-
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")

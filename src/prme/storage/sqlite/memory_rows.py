@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from prme.index.ann import AnnPolicy
 from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
@@ -29,6 +28,7 @@ from prme.storage.columns import (
     select_list,
 )
 from prme.storage.fts5_lexical import QueryTokenizer, owner_bm25
+from prme.storage.owner_indexes import OwnerIndexCache
 from prme.storage.sqlite import indexes
 from prme.storage.sqlite.indexes import INDEX_DIR
 
@@ -36,15 +36,12 @@ _NODE_COLUMNS = select_list(NODE_COLUMNS)
 _INSERT_MEMORIES = insert_memories_sql("?")
 
 
-class MemoryRows:
+class MemoryRows(OwnerIndexCache):
     """The memory-row methods of :class:`~prme.storage.sqlite.SQLiteStore`."""
 
     path: Path
     read_only_mode: str
     _local: threading.local
-    _indexes: dict[str, OwnerIndex]
-    _index_lock: threading.Lock
-    _ann: AnnPolicy | None
     _pack_id: str
     _tokenizer: QueryTokenizer
 
@@ -186,13 +183,6 @@ class MemoryRows:
         return {int(r[0]): row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
-    def configure_vector_index(self, policy: AnnPolicy | None) -> None:
-        """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
-        with self._index_lock:
-            if policy != self._ann:
-                self._indexes.clear()
-            self._ann = policy
-
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
