@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -22,6 +24,18 @@ if TYPE_CHECKING:  # both import this module's record types
 
 
 Tracer = Callable[[str], None]  # receives every SQL statement a store runs
+
+
+def new_pack_meta(store_schema_version: str) -> dict[str, str]:
+    """The ``meta`` rows of a new pack: its schema version, a fresh pack id, the secret its
+    attestations are keyed by, and both sequences at zero."""
+    return {
+        "store_schema_version": store_schema_version,
+        "pack_id": str(uuid.uuid4()),
+        "secret": secrets.token_hex(32),
+        "write_seq": "0",
+        "delete_seq": "0",
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import secrets
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +24,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from prme.errors import InvalidInputError, StorageUnavailableError
+from prme.storage.base import new_pack_meta
 
 DEFAULT_SCHEMA = "prme"
 STORE_SCHEMA_VERSION = "1"
@@ -215,14 +214,7 @@ def _v1(conn: Conn, s: str, v: str) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
-    defaults = {
-        "store_schema_version": STORE_SCHEMA_VERSION,
-        "pack_id": str(uuid.uuid4()),
-        "secret": secrets.token_hex(32),
-        "write_seq": "0",
-        "delete_seq": "0",
-    }
-    for key, value in defaults.items():
+    for key, value in new_pack_meta(STORE_SCHEMA_VERSION).items():
         conn.execute(f"INSERT INTO {s}.meta(key, value) VALUES (%s, %s)", (key, value))
 
 

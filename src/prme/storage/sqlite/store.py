@@ -10,10 +10,8 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import sqlite3
 import threading
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from importlib import resources
@@ -27,7 +25,7 @@ from prme.index.bm25 import BM25_B, BM25_K1
 from prme.index.owner_index import OwnerIndex
 from prme.models.receipt import PackIdentity
 from prme.storage import digest as pack_digest_
-from prme.storage.base import RowScan, StorageFinding, Tracer
+from prme.storage.base import RowScan, StorageFinding, Tracer, new_pack_meta
 from prme.storage.fts5_lexical import QueryTokenizer, create_instance_table
 from prme.storage.pack_rows import RowKind
 from prme.storage.sqlite import connection, pack
@@ -265,14 +263,7 @@ class SQLiteStore(MemoryRows, OperationsLog):
             for statement in script.split(";\n"):
                 if statement.strip():
                     conn.execute(statement)
-            defaults = {
-                "store_schema_version": STORE_SCHEMA_VERSION,
-                "pack_id": str(uuid.uuid4()),
-                "secret": secrets.token_hex(32),
-                "write_seq": "0",
-                "delete_seq": "0",
-            }
-            for key, value in defaults.items():
+            for key, value in new_pack_meta(STORE_SCHEMA_VERSION).items():
                 conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
             if self._digest_state() is None:  # a new pack, or one from before the kept digest
                 self._save_digest_state(conn, self.recompute_digest_state())
