@@ -35,6 +35,9 @@ Sections (``--parts``, all by default):
    how many more questions must be judged; every refused report its failed rules and gate 1's
    validation win/tie/loss. Gate 1 runs with ``LearningConfig()`` (split 70/30) unless
    ``--validation-fraction`` sets its split (the reliability part then uses the same split).
+   ``--ceiling`` adds gate 1's ceiling per owner and depth: whether any point of a multiplier
+   grid passes gate 1's validation rules when scored on the validation groups themselves (an
+   upper bound over every fit, since no fit may see those labels).
 4. **reliability**: false-pass rate of each gate and both under labels permuted within each
    request, and power with the planted signal (:mod:`prme.demo.simulation`, hashing embedder).
 5. **sensitivity**: the quality of a few non-default settings beside the defaults.
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import shutil
 import sys
@@ -67,12 +71,19 @@ from prme.embed.base import Embedder, EmbedderIdentity, embed_queries
 from prme.embed.registry import make_embedder
 from prme.learning.groups import group_id, split_unit
 from prme.learning.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
-from prme.learning.stats import mean, percentile_bootstrap_interval
+from prme.learning.observations import gate_request, observe_request
+from prme.learning.snapshot import snapshot_from_judgments
+from prme.learning.stats import mean, percentile_bootstrap_interval, win_tie_loss
+from prme.learning.table import JudgedTable
+from prme.limits import MAX_RECORDS_LIMIT
+from prme.models.evidence import TRACE_COLUMNS
 from prme.models.holdout import FullRetrievalEvaluation
-from prme.models.learning import OPTIMIZERS, LearningConfig, LearningEvaluation
+from prme.models.learning import OPTIMIZERS, LearningConfig, LearningEvaluation, decide
 from prme.models.refusal import Refusal
 from prme.models.relevance import RelevanceSubmission
-from prme.models.scoring import product_default_scoring
+from prme.models.scoring import ADDITIVE_FEATURES, RankingMultipliers, product_default_scoring
+from prme.models.trace import ADDITIVE_COLUMNS
+from prme.services.relevance import read_judgments
 
 SCOPES = [Scope.PROJECT]
 STORE_TIME = datetime(2024, 1, 1, tzinfo=UTC)
@@ -82,6 +93,12 @@ SPLIT_SEED = 20240101  # not the gate-1 seed (42): the two splits must be indepe
 HOLDOUT_LIMIT = 20
 RETRIEVAL_DEPTH = 50
 PLANTED_SIGNALS = (1.0, 0.5, 0.25)
+FloatArray = npt.NDArray[np.float64]
+# --ceiling's grid per varying feature: powers of √2 over [1/4, 4], or of 2 when the fine grid
+# would exceed CEILING_MAX_POINTS (more than four features vary)
+CEILING_LEVELS = tuple(2.0 ** (i / 2) for i in range(-4, 5))
+CEILING_COARSE_LEVELS = (0.25, 0.5, 1.0, 2.0, 4.0)
+CEILING_MAX_POINTS = 9**4
 FALSE_PASS_BOUNDS = {"gate1": 0.05, "both": 0.01}
 REFERENCE = {
     "source": "the original system, same embedder, same 7 conversations (issue 9)",
@@ -503,6 +520,75 @@ def learn(
     return out
 
 
+def gate1_ceiling(memory: MemoryClient, user_id: str, config: LearningConfig) -> dict[str, Any]:
+    """Gate 1's ceiling on the owner's judgments: can **any** multipliers pass its validation?
+
+    Every point of the grid ``CEILING_LEVELS`` (or the coarse one) over the features that vary within some judged
+    list (a feature constant within every list only shifts scores, never an order) is scored on
+    the validation groups themselves, with gate 1's own metrics and rules (``decide``). This
+    looks at the validation labels, so it is an upper bound on what any fit trained without
+    them can reach, never a fit: when no point passes, no algorithm can, and what blocks the
+    owner is the amount of judged data, not the fit.
+    """
+    judgments = read_judgments(memory.engine, user_id, limit=MAX_RECORDS_LIMIT)
+    asked = gate_request(user_id, SCOPES, "results", config)
+    obs = observe_request(snapshot_from_judgments(judgments, user_id), asked, None)
+    validation = np.asarray([g.validation for g in obs.groups], dtype=bool)
+    if validation.sum() < config.min_validation_queries:
+        return {"decided": False}
+    table = JudgedTable(obs.requests)
+    sizes = np.asarray([len(g.requests) for g in obs.groups], dtype=np.float64)
+    group_of = np.repeat(np.arange(len(obs.groups)), sizes.astype(np.int64))
+
+    def by_group(multipliers: RankingMultipliers) -> tuple[FloatArray, FloatArray]:
+        scores = table.exact_scores(multipliers)
+        pairwise, ndcg = table.metrics(table.positions(scores), config.ndcg_k)
+        return (
+            np.bincount(group_of, weights=ndcg) / sizes,
+            np.bincount(group_of, weights=pairwise) / sizes,
+        )
+
+    columns = [TRACE_COLUMNS.index(c) for c in ADDITIVE_COLUMNS]
+    starts = np.cumsum(table.n_pos + table.n_neg) - (table.n_pos + table.n_neg)
+    spread = np.maximum.reduceat(table.features[:, columns], starts, axis=0)
+    spread -= np.minimum.reduceat(table.features[:, columns], starts, axis=0)
+    varying = [f for f, s in zip(ADDITIVE_FEATURES, spread.max(axis=0), strict=True) if s > 0]
+    levels = CEILING_LEVELS
+    if len(levels) ** len(varying) > CEILING_MAX_POINTS:
+        levels = CEILING_COARSE_LEVELS
+    base_ndcg, base_pairwise = by_group(RankingMultipliers())
+    passing = 0
+    best: tuple[tuple[bool, float, float], dict[str, Any]] | None = None
+    for point in itertools.product(levels, repeat=len(varying)):
+        multipliers = RankingMultipliers(**dict(zip(varying, point, strict=True)))
+        ndcg, pairwise = by_group(multipliers)
+        diffs = (ndcg - base_ndcg)[validation].tolist()
+        gain, pairwise_gain = mean(diffs), mean((pairwise - base_pairwise)[validation].tolist())
+        low = percentile_bootstrap_interval(
+            diffs, samples=config.bootstrap_samples, seed=config.seed
+        )[0]
+        ok = decide(gain, low, pairwise_gain, config.min_ndcg_gain) != "no_improvement"
+        passing += ok
+        key = (ok, low, gain)
+        if best is None or key > best[0]:
+            found = {
+                "multipliers": {f: r4(v) for f, v in zip(varying, point, strict=True)},
+                "validation_ndcg_gain": r4(gain),
+                "interval_low": r4(low),
+                "validation_win_tie_loss": win_tie_loss(diffs),
+            }
+            best = (key, found)
+    assert best is not None
+    return {
+        "decided": True,
+        "features": varying,
+        "levels": [r4(v) for v in levels],
+        "points": len(levels) ** len(varying),
+        "passing_points": passing,
+        "best": best[1],
+    }
+
+
 def decided(result: dict[str, Any]) -> bool:
     gate2 = result["gate2"]
     return result["gate1"]["decision"] != "insufficient_data" and (
@@ -566,6 +652,7 @@ def part_learning(
     algorithms: Sequence[str],
     pooled_owner: bool,
     gate1: dict[str, Any],
+    ceiling: bool = False,
 ) -> dict[str, Any]:
     owners = sorted({q.owner for q in queries})
     units = [
@@ -581,6 +668,14 @@ def part_learning(
         block: dict[str, Any] = {}
         with bench.open(pack, frozen=True) as memory:
             judged = {u.name: judge(memory, bench, u, depth) for u in units}
+            if ceiling:
+                config = LearningConfig.model_validate(gate1)
+                block["gate1_ceiling"] = {
+                    u.name: gate1_ceiling(memory, u.user_id, config)
+                    for u in units
+                    if u.name != "pooled_owner"
+                }
+                log(f"gate-1 ceiling depth {depth}: {block['gate1_ceiling']}")
             for algorithm in algorithms:
                 config = LearningConfig.model_validate({**gate1, "algorithm": algorithm})
                 results = {u.name: learn(memory, bench, u, judged[u.name], config) for u in units}
@@ -767,6 +862,16 @@ def tables(result: dict[str, Any]) -> str:
                 lines.append(" | ".join([f"{depth:>5} {name:<13}", *cells]).rstrip())
         for a, v in learning["owners_with_applied_profile"].items():
             lines.append(f"owners with an applied profile ({a}): {v['count']} {v['owners']}")
+        for depth, block in learning["depths"].items():
+            for name, c in block.get("gate1_ceiling", {}).items():
+                if c["decided"]:
+                    best = c["best"]
+                    lines.append(
+                        f"{depth:>5} {name:<13} gate-1 ceiling: {c['passing_points']} of "
+                        f"{c['points']} grid points pass; best {best['multipliers']} gain "
+                        f"{best['validation_ndcg_gain']} low {best['interval_low']} "
+                        f"w/t/l {best['validation_win_tie_loss']}"
+                    )
         lines.append("refusals (gate 1: validation win/tie/loss; failed rules):")
         for depth, block in learning["depths"].items():
             for a in algorithms:
@@ -836,6 +941,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="gate 1's validation_fraction (default: LearningConfig's)",
     )
     parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="learning part: also gate 1's ceiling per owner (does any multiplier grid point "
+        "pass its validation? an upper bound over every fit, read off the validation labels)",
+    )
+    parser.add_argument(
         "--modes",
         default=",".join(MODES),
         help=f"retrieval modes to measure (comma-separated, of {', '.join(MODES)})",
@@ -902,6 +1013,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     args.algorithms,
                     pooled_owner=not args.no_pooled_owner and len(memories) > 1,
                     gate1=gate1,
+                    ceiling=args.ceiling,
                 )
             if "sensitivity" in parts:
                 result["sensitivity"] = part_sensitivity(base, bench, queries)
