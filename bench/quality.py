@@ -520,15 +520,21 @@ def learn(
     return out
 
 
-def gate1_ceiling(memory: MemoryClient, user_id: str, config: LearningConfig) -> dict[str, Any]:
+def gate1_ceiling(
+    memory: MemoryClient,
+    user_id: str,
+    config: LearningConfig,
+    levels: Sequence[float] | None = None,
+) -> dict[str, Any]:
     """Gate 1's ceiling on the owner's judgments: can **any** multipliers pass its validation?
 
-    Every point of the grid ``CEILING_LEVELS`` (or the coarse one) over the features that vary within some judged
-    list (a feature constant within every list only shifts scores, never an order) is scored on
-    the validation groups themselves, with gate 1's own metrics and rules (``decide``). This
+    Every point of the grid ``levels`` (default ``CEILING_LEVELS``, or the coarse one) over the
+    features that vary within some judged list (a feature constant within every list only
+    shifts scores, never an order) is scored on the validation groups themselves, with gate 1's own metrics and rules (``decide``). This
     looks at the validation labels, so it is an upper bound on what any fit trained without
     them can reach, never a fit: when no point passes, no algorithm can, and what blocks the
-    owner is the amount of judged data, not the fit.
+    owner is the amount of judged data, not the fit. The converse does not hold: searching the
+    grid on the validation labels finds passing points by chance even under the null.
     """
     judgments = read_judgments(memory.engine, user_id, limit=MAX_RECORDS_LIMIT)
     asked = gate_request(user_id, SCOPES, "results", config)
@@ -553,9 +559,10 @@ def gate1_ceiling(memory: MemoryClient, user_id: str, config: LearningConfig) ->
     spread = np.maximum.reduceat(table.features[:, columns], starts, axis=0)
     spread -= np.minimum.reduceat(table.features[:, columns], starts, axis=0)
     varying = [f for f, s in zip(ADDITIVE_FEATURES, spread.max(axis=0), strict=True) if s > 0]
-    levels = CEILING_LEVELS
-    if len(levels) ** len(varying) > CEILING_MAX_POINTS:
-        levels = CEILING_COARSE_LEVELS
+    if levels is None:
+        levels = CEILING_LEVELS
+        if len(levels) ** len(varying) > CEILING_MAX_POINTS:
+            levels = CEILING_COARSE_LEVELS
     base_ndcg, base_pairwise = by_group(RankingMultipliers())
     passing = 0
     best: tuple[tuple[bool, float, float], dict[str, Any]] | None = None

@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from prme import MemoryClient, PRMEConfig, ScoringWeights
+from prme.config import EmbeddingConfig
+from prme.demo.simulation import OWNER, SimulationSettings, run_workflow
 from prme.embed.hashing import HashingEmbedder
+from prme.models.learning import LearningConfig
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "quality.py"
 
@@ -97,3 +101,32 @@ def test_cached_embedder_keeps_queries_apart() -> None:
     text = ["Aster data"]
     assert cached.embed_query(text).tobytes() == HashingEmbedder(dimension=32).embed(text).tobytes()
     assert list(cached.query_cache) == text and cached.cache == {}
+
+
+def test_gate1_ceiling_is_an_upper_bound_not_evidence(tmp_path: Path) -> None:
+    """``--ceiling`` scores a multiplier grid on gate 1's validation groups: with a planted
+    signal many points pass gate 1's rules (as the fit's own proposal does). It looks at the
+    validation labels, so under the null (labels permuted within each request) some points pass
+    by chance too: the ceiling bounds every fit from above (no passing point → no fit can pass)
+    and is never evidence of a gain."""
+    q = quality()
+    config = PRMEConfig(scoring=ScoringWeights(), embedding=EmbeddingConfig(provider="hash"))
+    ceilings = {}
+    for signal in (1.0, 0.0):
+        pack = tmp_path / f"signal-{signal}"
+        run = run_workflow(pack, seed=0, signal=signal, settings=SimulationSettings(projects=30))
+        assert run.gate1_passed is (signal == 1.0)
+        with MemoryClient(pack, config=config) as memory:
+            ceilings[signal] = q.gate1_ceiling(
+                memory, OWNER, LearningConfig(), levels=q.CEILING_COARSE_LEVELS
+            )
+    planted, null = ceilings[1.0], ceilings[0.0]
+    assert planted["decided"] and null["decided"]
+    # a feature constant within every judged list only shifts scores: it is left off the grid
+    assert "recency" not in planted["features"] and "salience" not in planted["features"]
+    assert planted["points"] == len(q.CEILING_COARSE_LEVELS) ** len(planted["features"])
+    assert planted["passing_points"] >= 1
+    assert planted["best"]["interval_low"] > 0
+    assert sum(planted["best"]["validation_win_tie_loss"].values()) == run.gate1_validation_groups
+    assert 0 < null["passing_points"] < planted["passing_points"]
+    assert null["best"]["validation_ndcg_gain"] < planted["best"]["validation_ndcg_gain"]
