@@ -123,12 +123,12 @@ def create_ranking_profile(
     """Create an immutable profile from a passing proposal and a passing holdout.
 
     Both reports are re-parsed and verified (:func:`parse_report`), then checked in order:
-    owner, exact scope set, ``results`` surface, both positive decisions, the holdout naming the proposal's
-    ``input_checksum``, multiplier agreement, the baseline rule (a non-neutral holdout baseline
-    needs ``baseline_profile_id``, an existing profile of this owner and scope set whose
-    multipliers the baseline arm used), both attestations (made by this pack's secret over this
-    exact content), and disjointness of the holdout's groups from the proposal's. Creation never
-    checks applicability and never activates.
+    owner, exact scope set, ``results`` surface, both positive decisions, the holdout naming the
+    proposal's ``input_checksum``, multiplier agreement, the baseline rule (a non-neutral
+    holdout baseline needs ``baseline_profile_id``, an existing profile of this owner and scope
+    set whose multipliers the baseline arm used), both attestations (made by this pack's secret
+    over this exact content), and disjointness of the holdout's groups from the proposal's.
+    Creation never checks applicability and never activates.
 
     Raises:
         InvalidInputError: any rule above, naming the field; or ``profile_id`` already names a
