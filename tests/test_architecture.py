@@ -86,10 +86,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "__main__": frozenset({"cli"}),
     "prme": FOUNDATION | {"models", "config", "client", "async_client", "services", "learning"},
 }
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("models", "learning"): "issue 20 item 4: the report models recompute aggregates and "
-    "decisions; verification becomes explicit functions in learning/",
-}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def unit_of(module: str) -> str:

@@ -115,3 +115,21 @@ def test_learn_create_names_the_option_of_a_bad_checksum_and_writes_nothing(
     assert profiles_of(path, "bob") == []
     made = created(["learn", "create", *by_checksum, *alice])
     assert profiles_of(path, OWNER) == [made["profile_id"]]
+
+
+def test_a_report_file_that_contradicts_itself_is_refused_and_writes_nothing(
+    gold: Golden, tmp_path: Path
+) -> None:
+    """A report file is verified as it is read (its decision follows from its own metrics)."""
+    path = fresh_pack(gold.root / "frozen", tmp_path / "pack")
+    tampered = {**gold.proposal.model_dump(mode="json"), "decision": "no_improvement"}
+    (tmp_path / "proposal.json").write_text(json.dumps(tampered))
+    (tmp_path / "queries.jsonl").write_text("")
+    pack = ["--path", path, "--user-id", OWNER]
+    message = "Value error, Learning evaluation decision does not match its metrics"
+    holdout = ["--holdout-input-checksum", gold.holdout.input_checksum]
+    file = ["--proposal", tmp_path / "proposal.json"]
+    assert refused(["learn", "create", *file, *holdout, *pack]) == f"error: proposal: {message}"
+    queries = ["--queries", tmp_path / "queries.jsonl"]
+    assert refused(["learn", "holdout", *file, *queries, *pack]) == f"error: --proposal: {message}"
+    assert profiles_of(path, OWNER) == []

@@ -191,7 +191,7 @@ def test_rule_attestation_of_a_hand_built_report(memory: MemoryClient, gold: Gol
 
 
 def test_rule_attestation_of_an_edited_report(memory: MemoryClient, gold: Golden) -> None:
-    # Edits that every report validator accepts (nothing internal is inconsistent).
+    # Edits that report verification accepts (nothing internal is inconsistent).
     proposal = gold.proposal.model_dump(mode="json")
     proposal["training_loss_after"] = gold.proposal.training_loss_after * 0.5  # type: ignore[operator]
     error = rejected(memory, proposal, gold.holdout)
@@ -200,7 +200,7 @@ def test_rule_attestation_of_an_edited_report(memory: MemoryClient, gold: Golden
     holdout["randomization_p_value"] = 0.0
     error = rejected(memory, gold.proposal, holdout)
     assert (error.field, "attestation" in str(error)) == ("holdout.attestation", True)
-    # Editing a field the report's own validator checks fails the re-parse first.
+    # Editing a field that verification checks fails it first (before the attestation).
     broken = gold.holdout.model_dump(mode="json")
     broken["ndcg_gain"] = 0.5
     assert rejected(memory, gold.proposal, broken).field.startswith("holdout")

@@ -5,6 +5,8 @@ the owner's, and ``pack check`` reports an operation type no kind knows."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import json
 import sqlite3
 from collections.abc import Callable
 from datetime import timedelta
@@ -19,6 +21,7 @@ import prme
 from prme import MemoryClient
 from prme.canonical import canonical_json
 from prme.errors import IntegrityError
+from prme.learning.verify_reports import ReportVerificationError
 from prme.models.retention import ReceiptPruneSummary
 from prme.services import records
 from prme.services.integrity import CheckName, IntegrityProblem
@@ -166,3 +169,62 @@ def test_pack_check_counts_every_kind_and_reports_an_unknown_op_type(
     )
     assert report.other_operations == sound.other_operations + 1
     assert report.operations == sound.operations + 1
+
+
+def test_a_stored_report_or_profile_that_contradicts_itself_is_refused_when_read(
+    written: tuple[MemoryClient, ReceiptPruneSummary], gold: Golden
+) -> None:
+    """Reports are data: reading a stored report (or a profile's embedded reports) verifies it
+    (``learning.verify_reports``), so an edited one is refused even with a matching log
+    checksum: a report with its own error, a profile as an IntegrityError."""
+    memory, _ = written
+    store = memory.engine.store
+    (report_op,) = store.find_ops(records.LEARNING_REPORT_OP, OWNER, gold.proposal.input_checksum)
+    (profile_op,) = store.iter_ops(records.PROFILE_OP, OWNER)
+    data = json.loads(report_op.payload)
+    for change, message in (
+        ({"decision": "no_improvement"}, "decision does not match its metrics"),
+        ({"validation_ndcg_gain": 0.5}, "aggregate metrics do not match"),
+        ({"input_checksum": "0" * 64}, "input checksum does not match"),
+    ):
+        edited = dataclasses.replace(report_op, payload=canonical_json({**data, **change}))
+        with pytest.raises(ReportVerificationError, match=message):
+            records.LEARNING_REPORTS.verified(edited, OWNER)
+    # Edits the profile's own evidence rules do not see (those fail its parse, as before).
+    for name, change, message in (
+        ("proposal", {"validation_ndcg_gain": 0.5}, "aggregate metrics do not match"),
+        ("proposal", {"training_loss_after": 1e6}, "aggregate metrics: training losses"),
+        ("holdout", {"ndcg_gain": 0.5}, "Full retrieval evaluation aggregate metrics"),
+    ):
+        profile = json.loads(profile_op.payload)
+        profile[name] = {**profile[name], **change}
+        edited = dataclasses.replace(profile_op, payload=canonical_json(profile))
+        with pytest.raises(IntegrityError, match=f"does not parse \\({message}"):
+            records.PROFILES.verified(edited, OWNER)
+
+
+def test_pack_check_reports_a_stored_report_that_contradicts_itself(
+    written: tuple[MemoryClient, ReceiptPruneSummary], gold: Golden
+) -> None:
+    memory, _ = written
+    store = memory.engine.store
+    forged = {**json.loads(canonical_json(gold.holdout)), "input_checksum": "0" * 64}
+    op_id = records.report_op_id(records.HOLDOUT_REPORT_OP, OWNER, "0" * 64)
+    store.append_op(
+        op_id=op_id,
+        op_type=records.HOLDOUT_REPORT_OP,
+        user_id=OWNER,
+        target_id="0" * 64,
+        namespace=None,
+        created_at_us=to_us(memory.engine.clock()),
+        payload=canonical_json(forged),
+    )
+    report = memory.check_pack()
+    assert report.problems == (
+        IntegrityProblem(
+            check="report",
+            ref=op_id,
+            message="ReportVerificationError: Full retrieval evaluation input checksum does not "
+            "match its inputs",
+        ),
+    )

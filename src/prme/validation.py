@@ -35,6 +35,13 @@ def invalid_input(exc: ValidationError, field: str, *, nested: bool = True) -> I
     return InvalidInputError(name, err["msg"])
 
 
+def invalid_value(exc: ValueError, field: str) -> InvalidInputError:
+    """A whole value's failed check (an explicit verify function's ``ValueError``, run after
+    parsing) as the InvalidInputError :func:`invalid_input` gives for a model-level validator's
+    error: it names ``field`` and words the message as pydantic does ("Value error, ...")."""
+    return InvalidInputError(field, f"Value error, {exc}")
+
+
 def require_text(value: str, field: str, *, identifier: bool = False) -> str:
     """``value`` if it is valid Unicode (UTF-8 encodable: no lone surrogates); an
     ``identifier`` (an owner, a group name) must also have no control characters."""

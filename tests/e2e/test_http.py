@@ -1007,15 +1007,15 @@ def test_profile_checksums_that_name_no_report_of_the_owner_are_404_and_write_no
 def test_creating_a_profile_over_http_parses_each_report_once(
     pack: MemoryClient, evidence: Evidence
 ) -> None:
-    """Counted by the reports' own consistency validators, which run once per parse."""
-    from prme.models.holdout import FullRetrievalEvaluation
-    from prme.models.learning import LearningEvaluation
+    """Counted by the reports' verification functions, which run once per report read or
+    received (each after its one parse)."""
+    from prme.learning import verify_reports
 
-    validators = {
-        "proposal": LearningEvaluation.__pydantic_decorators__.model_validators["_consistent"],
-        "holdout": FullRetrievalEvaluation.__pydantic_decorators__.model_validators["_consistent"],
+    verifiers = {
+        "proposal": verify_reports.verify_learning_evaluation,
+        "holdout": verify_reports.verify_full_retrieval_evaluation,
     }
-    codes = {getattr(v.func, "__func__", v.func).__code__: name for name, v in validators.items()}
+    codes = {v.__code__: name for name, v in verifiers.items()}
     parsed: list[str] = []
 
     def count(frame: Any, event: str, arg: Any) -> None:
@@ -1122,7 +1122,22 @@ def test_tampered_or_unsupported_evidence_is_422(pack_api: TestClient, evidence:
     assert refused.json()["detail"].split(":", 1)[0].startswith("proposal")
     edited = {**evidence.holdout, "ndcg_gain": 0.5}
     body = {"proposal": evidence.proposal, "holdout": edited}
-    assert api.post("/v1/learning/profiles", json=body, headers=ALICE).status_code == 422
+    refused = api.post("/v1/learning/profiles", json=body, headers=ALICE)
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == (
+        "holdout: Value error, Full retrieval evaluation aggregate metrics do not match its "
+        "queries (ndcg_gain)"
+    )
+    decided = {**evidence.proposal, "decision": "no_improvement"}
+    refused = api.post(
+        "/v1/learning/profiles",
+        json={"proposal": decided, "holdout": evidence.holdout},
+        headers=ALICE,
+    )
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == (
+        "proposal: Value error, Learning evaluation decision does not match its metrics"
+    )
     extra = {"proposal": evidence.proposal, "holdout": evidence.holdout, "activate": True}
     assert detail_fields(api.post("/v1/learning/profiles", json=extra, headers=ALICE)) == [
         "activate"

@@ -275,6 +275,12 @@ def test_seed_workflow_over_http(server: Server) -> None:
             out["alice_create"] = await refused(
                 s, "memory_create_ranking_profile", proposal=out["proposal"], holdout=out["holdout"]
             )
+            out["alice_create_tampered"] = await refused(
+                s,
+                "memory_create_ranking_profile",
+                proposal={**out["proposal"], "decision": "no_improvement"},
+                holdout=out["holdout"],
+            )
             out["alice_create_by_checksum"] = await refused(
                 s,
                 "memory_create_ranking_profile",
@@ -313,3 +319,7 @@ def test_seed_workflow_over_http(server: Server) -> None:
     assert "Ranking profile not found" in out["alice_activate"]
     assert "must belong to its owner" in out["alice_create"]
     assert "Proposal report not found" in out["alice_create_by_checksum"]
+    # A report sent whole is verified before anything else is checked.
+    assert out["alice_create_tampered"].endswith(
+        ": proposal: Value error, Learning evaluation decision does not match its metrics"
+    )

@@ -10,6 +10,7 @@ from support.gate1 import REFERENCE, reference_fixture, run
 from prme.canonical import canonical_json
 from prme.learning.groups import group_id, is_validation
 from prme.learning.metrics import judged_ndcg
+from prme.learning.verify_reports import ReportVerificationError, verify_report
 from prme.models.learning import LearningConfig, LearningEvaluation, learning_input_checksum
 from prme.models.scoring import RankingMultipliers
 
@@ -94,7 +95,7 @@ def test_reference_reports_keep_their_bytes_and_identity() -> None:
         config=LISTWISE,
         query_groups=None,
     )
-    # A report whose algorithm disagrees with its config does not parse.
+    # A report whose algorithm disagrees with its config fails verification.
     edited = dumped | {"config": {**dumped["config"], "algorithm": "listwise_ndcg_multipliers_v1"}}
-    with pytest.raises(ValueError, match="algorithm"):
-        LearningEvaluation.model_validate(edited)
+    with pytest.raises(ReportVerificationError, match="algorithm"):
+        verify_report(LearningEvaluation.model_validate(edited))

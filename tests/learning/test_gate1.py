@@ -24,6 +24,7 @@ from prme.errors import InvalidInputError
 from prme.learning.gate1 import evaluate_learning
 from prme.learning.groups import group_id, is_validation
 from prme.learning.metrics import judged_ndcg
+from prme.learning.verify_reports import ReportVerificationError, verify_report
 from prme.models.learning import (
     EXCLUSION_KEYS,
     LearningConfig,
@@ -128,8 +129,8 @@ def test_insufficient_data_below_minimums() -> None:
     misstated = report.model_dump(mode="json") | {
         "missing_groups": {"training_queries": 0, "validation_queries": 0}
     }
-    with pytest.raises(ValueError, match="missing groups"):
-        LearningEvaluation.model_validate(misstated)
+    with pytest.raises(ReportVerificationError, match="missing groups"):
+        verify_report(LearningEvaluation.model_validate(misstated))
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -164,8 +165,8 @@ def test_reversed_validation_labels_keep_the_fit_and_give_no_improvement(algorit
     )
     edited = control.model_dump(mode="json")
     edited["refusal"]["regressed_groups"] = []
-    with pytest.raises(ValueError, match="refusal does not match"):
-        LearningEvaluation.model_validate(edited)
+    with pytest.raises(ReportVerificationError, match="refusal does not match"):
+        verify_report(LearningEvaluation.model_validate(edited))
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -467,9 +468,10 @@ def _edited(report: LearningEvaluation, **changes: Any) -> dict[str, Any]:
     return data
 
 
-def test_a_tampered_report_fails_to_parse() -> None:
+def test_a_tampered_report_fails_verification() -> None:
     good = run(*reference_fixture())
     assert LearningEvaluation.model_validate_json(canonical_json(good)) == good
+    verify_report(good)
     edits: list[tuple[dict[str, Any], str]] = [
         (_edited(good, decision="no_improvement"), "decision does not match"),
         (_edited(good, validation_ndcg_gain=0.5), "aggregate metrics"),
@@ -484,8 +486,69 @@ def test_a_tampered_report_fails_to_parse() -> None:
         ),
     ]
     for data, fragment in edits:
-        with pytest.raises(ValidationError, match=fragment):
-            LearningEvaluation.model_validate(data)
+        with pytest.raises(ReportVerificationError, match=fragment):
+            verify_report(LearningEvaluation.model_validate(data))
     few = run(*reference_fixture(10))
-    with pytest.raises(ValidationError, match="Insufficient learning evaluation is inconsistent"):
-        LearningEvaluation.model_validate(_edited(few, multipliers={"lexical": 2.0}))
+    verify_report(few)
+    edited = LearningEvaluation.model_validate(_edited(few, multipliers={"lexical": 2.0}))
+    with pytest.raises(ReportVerificationError, match="Insufficient learning evaluation is"):
+        verify_report(edited)
+
+
+# -------------------------------------------------------------------- explicit verification
+def _flipped_validation() -> set[int]:
+    return {i for i in range(100) if is_validation(42, group_id(["query", f"query {i}"]), 0.3)}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_verification_accepts_every_report_gate1_produces(algorithm: str) -> None:
+    config = LearningConfig(algorithm=algorithm)  # type: ignore[arg-type]
+    made = {
+        "insufficient_data": run(*reference_fixture(10), config=config),
+        "no_improvement": run(*reference_fixture(flip=_flipped_validation()), config=config),
+        "improved_on_observed_candidates": run(*reference_fixture(), config=config),
+    }
+    for decision, report in made.items():
+        assert report.decision == decision
+        assert (report.refusal is not None) == (decision == "no_improvement")
+        verify_report(report)
+        # What is stored or sent is the canonical JSON: it parses back and verifies too.
+        again = LearningEvaluation.model_validate_json(canonical_json(report))
+        assert again == report
+        verify_report(again)
+
+
+def test_the_model_is_data_and_verification_refuses_each_kind_of_tampering() -> None:
+    """Parsing checks fields only: every edit below parses, and verification refuses it with
+    the message the model's own check gave before verification was explicit."""
+    good = run(*reference_fixture())
+    refused = run(*reference_fixture(flip=_flipped_validation()))
+    few = run(*reference_fixture(10))
+    assert refused.refusal is not None and good.validation_ndcg_gain is not None
+    no_rule = {"rule": "validation_ndcg_gain", "observed": 0.0, "required": ">= 0.5"}
+    tampered: list[tuple[LearningEvaluation, dict[str, Any], str]] = [
+        # aggregates
+        (good, {"validation_ndcg_gain": good.validation_ndcg_gain + 1e-6}, "aggregate metrics"),
+        (good, {"win_tie_loss": {"wins": 0, "ties": 0, "losses": 32}}, "win_tie_loss"),
+        (good, {"coverage": {**good.coverage, "training_queries": 1}}, "coverage"),
+        # decisions
+        (good, {"decision": "no_improvement"}, "decision does not match"),
+        (refused, {"decision": "improved_on_observed_candidates"}, "decision does not match"),
+        (few, {"missing_groups": {"training_queries": 0, "validation_queries": 0}}, "missing"),
+        # refusals
+        (good, {"refusal": refused.refusal.model_dump(mode="json")}, "refusal does not match"),
+        (
+            refused,
+            {"refusal": {"rules": [no_rule], "regressed_groups": []}},
+            "refusal does not match",
+        ),
+        # the input checksum and what it binds
+        (good, {"input_checksum": "0" * 64}, "input checksum"),
+        (good, {"snapshot_checksum": "1" * 64}, "input checksum"),
+        (good, {"user_id": "mallory"}, "input checksum"),
+        (good, {"config": {**good.config.model_dump(mode="json"), "seed": 7}}, "input checksum"),
+    ]
+    for report, change, fragment in tampered:
+        edited = LearningEvaluation.model_validate(_edited(report, **change))
+        with pytest.raises(ReportVerificationError, match=fragment):
+            verify_report(edited)

@@ -16,6 +16,7 @@ from prme.canonical import canonical_json, checksum
 from prme.errors import InvalidInputError
 from prme.learning.gate2 import evaluate_full_retrieval
 from prme.learning.stats import percentile_bootstrap_interval, sign_flip_p_value
+from prme.learning.verify_reports import ReportVerificationError, verify_report
 from prme.models.enums import NodeType, RetrievalMode, Scope
 from prme.models.holdout import (
     FullRetrievalEvaluation,
@@ -659,16 +660,16 @@ def test_too_many_regressions_is_no_improvement() -> None:
     ]
     data = json.loads(canonical_json(report))
     data["refusal"]["regressed_groups"] = data["refusal"]["regressed_groups"][:2]
-    with pytest.raises(ValidationError, match="refusal does not match"):
-        FullRetrievalEvaluation.model_validate(data)
+    with pytest.raises(ReportVerificationError, match="refusal does not match"):
+        verify_report(FullRetrievalEvaluation.model_validate(data))
     lenient = FullRetrievalEvaluationConfig(max_regression_fraction=0.15)
     passed = evaluate(receipts, trials, config=lenient)
     assert passed.decision == "improved_full_retrieval"
     assert passed.refusal is None and "refusal" not in passed.model_dump(mode="json")
 
 
-def test_recall_loss_is_no_improvement() -> None:
-    # the candidate ranks the first relevant node on top but drops the second from the list
+def _recall_loss_holdout() -> tuple[list[RetrievalReceipt], list[FullRetrievalTrial]]:
+    """20 groups where the candidate drops a relevant node: ``no_improvement`` with a refusal."""
     receipts: list[RetrievalReceipt] = []
     trials = []
     r1, r2, x, y, z = node(1), node(2), node(3), node(4), node(5)
@@ -677,7 +678,12 @@ def test_recall_loss_is_no_improvement() -> None:
         rs, trial = pair(f"g{g:02d}", [x, y, z, r1, r2], [r1, x], [r1, r2], baseline=q, candidate=q)
         receipts += rs
         trials.append(trial)
-    report = evaluate(receipts, trials)
+    return receipts, trials
+
+
+def test_recall_loss_is_no_improvement() -> None:
+    # the candidate ranks the first relevant node on top but drops the second from the list
+    report = evaluate(*_recall_loss_holdout())
     idcg = 1 + 1 / math.log2(3)
     assert report.baseline_ndcg == (1 / math.log2(5) + 1 / math.log2(6)) / idcg
     assert report.candidate_ndcg == 1 / idcg
@@ -747,37 +753,73 @@ TAMPERS: list[tuple[str, Any, str]] = [
     ("feature_identity", {"feature_schema": 9}, "feature identity checksum mismatch"),
     ("coverage", {"trials": 41, "query_groups": 40, "relevant_nodes": 40}, "coverage"),
     ("limitations", ["trust me"], "limitations"),
+    (
+        "refusal",
+        {"rules": [{"rule": "ndcg_gain", "observed": 0.0, "required": ">= 0.5"}]}
+        | {"regressed_groups": []},
+        "refusal is only for no_improvement",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("field", "value", "match"), TAMPERS, ids=[t[0] for t in TAMPERS])
-def test_tampered_reports_fail_to_parse(field: str, value: Any, match: str) -> None:
+def test_tampered_reports_fail_verification(field: str, value: Any, match: str) -> None:
     receipts, trials = winning_holdout(40)
     data = json.loads(canonical_json(evaluate(receipts, trials)))
     data[field] = value
-    with pytest.raises(ValidationError, match=match):
-        FullRetrievalEvaluation.model_validate(data)
+    with pytest.raises(ReportVerificationError, match=match):
+        verify_report(FullRetrievalEvaluation.model_validate(data))
 
 
-def test_tampered_query_metrics_fail_to_parse() -> None:
+def test_tampered_query_metrics_fail_verification() -> None:
     receipts, trials = winning_holdout(40)
     data = json.loads(canonical_json(evaluate(receipts, trials)))
     data["queries"][0]["baseline_ndcg"] = 1.0
-    with pytest.raises(ValidationError, match="aggregate metrics"):
-        FullRetrievalEvaluation.model_validate(data)
+    with pytest.raises(ReportVerificationError, match="aggregate metrics"):
+        verify_report(FullRetrievalEvaluation.model_validate(data))
     data = json.loads(canonical_json(evaluate(receipts, trials)))
     data["receipt_checksums"].popitem()
-    with pytest.raises(ValidationError, match="request ids"):
-        FullRetrievalEvaluation.model_validate(data)
+    with pytest.raises(ReportVerificationError, match="request ids"):
+        verify_report(FullRetrievalEvaluation.model_validate(data))
     data = json.loads(canonical_json(evaluate(receipts, trials)))
     data["trials"].reverse()
-    with pytest.raises(ValidationError, match="sorted"):
-        FullRetrievalEvaluation.model_validate(data)
+    with pytest.raises(ReportVerificationError, match="sorted"):
+        verify_report(FullRetrievalEvaluation.model_validate(data))
 
 
 def test_insufficient_report_cannot_carry_an_interval() -> None:
     receipts, trial = pair("g", [node(2)], [node(1)], [node(1)])
     data = json.loads(canonical_json(evaluate(receipts, [trial])))
     data["ndcg_gain_interval"] = [0.5, 1.0]
-    with pytest.raises(ValidationError, match="Insufficient full retrieval evaluation"):
-        FullRetrievalEvaluation.model_validate(data)
+    with pytest.raises(ReportVerificationError, match="Insufficient full retrieval evaluation"):
+        verify_report(FullRetrievalEvaluation.model_validate(data))
+
+
+def test_verification_accepts_every_report_gate2_produces() -> None:
+    receipts, trial = pair("g", [node(2)], [node(1)], [node(1)])
+    made = {
+        "insufficient_data": evaluate(receipts, [trial]),
+        "no_improvement": evaluate(*_recall_loss_holdout()),
+        "improved_full_retrieval": evaluate(*winning_holdout(25)),
+    }
+    for decision, report in made.items():
+        assert report.decision == decision
+        assert (report.refusal is not None) == (decision == "no_improvement")
+        verify_report(report)
+        again = FullRetrievalEvaluation.model_validate_json(canonical_json(report))
+        assert canonical_json(again) == canonical_json(report)
+        verify_report(again)
+
+
+def test_an_edited_refusal_fails_verification_but_parses() -> None:
+    refused = evaluate(*_recall_loss_holdout())
+    assert refused.refusal is not None
+    data = json.loads(canonical_json(refused))
+    data["refusal"]["rules"][0]["observed"] = -0.25
+    edited = FullRetrievalEvaluation.model_validate(data)  # the model is data
+    with pytest.raises(ReportVerificationError, match="refusal does not match its evidence"):
+        verify_report(edited)
+    data = json.loads(canonical_json(refused))
+    data["decision"] = "improved_full_retrieval"
+    with pytest.raises(ReportVerificationError, match="decision does not match its evidence"):
+        verify_report(FullRetrievalEvaluation.model_validate(data))

@@ -43,6 +43,7 @@ from prme.errors import (
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.profiles import RankingProfile
+from prme.services.profiles import parse_report
 
 
 # ------------------------------------------------------------------------------- learning
@@ -128,7 +129,7 @@ def _holdout_query(item: Any) -> Any:
 def learn_holdout(target: Target, proposal: IO[str], scopes: Sequence[str], **opts: Any) -> None:
     """Gate 2: a fixed holdout of paired full retrievals (--queries runs both arms here;
     --trials evaluates retrievals already made and needs --artifact-sha256)."""
-    report = LearningEvaluation.model_validate(read_json(proposal, "--proposal"))
+    report = parse_report(LearningEvaluation, read_json(proposal, "--proposal"), "--proposal")
     if (opts["queries"] is None) == (opts["trials"] is None):
         raise CLIError("give either --queries FILE or --trials FILE")
     if opts["trials"] is not None and opts["artifact_sha256"] is None:

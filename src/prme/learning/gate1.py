@@ -31,6 +31,7 @@ from pydantic import TypeAdapter
 
 from prme.bulk import gc_paused
 from prme.canonical import checksum
+from prme.learning.decisions import decide_proposal, missing_groups, proposal_refusal
 from prme.learning.fitting import fit_multipliers
 from prme.learning.observations import (
     GateRequest,
@@ -52,15 +53,13 @@ from prme.learning.stats import (
     win_tie_loss,
 )
 from prme.learning.table import JudgedTable
+from prme.learning.verify_reports import verify_learning_evaluation
 from prme.models.learning import (
     OPTIMIZERS,
     LearningConfig,
     LearningEvaluation,
     QueryLearningResult,
-    decide,
     learning_input_checksum,
-    learning_refusal,
-    missing_groups,
 )
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord
@@ -192,6 +191,16 @@ def _report_identity(obs: Observations, coverage: dict[str, int]) -> dict[str, A
 def _evaluate(
     snapshot: Snapshot, asked: GateRequest, query_groups: Mapping[Any, str] | None
 ) -> LearningEvaluation:
+    """The report, verified once (:func:`verify_learning_evaluation`): the gate builds it
+    consistently, so this only turns a bug into an error instead of a stored report."""
+    report = _report(snapshot, asked, query_groups)
+    verify_learning_evaluation(report)
+    return report
+
+
+def _report(
+    snapshot: Snapshot, asked: GateRequest, query_groups: Mapping[Any, str] | None
+) -> LearningEvaluation:
     obs = observe_request(snapshot, asked, query_groups)
     cfg = obs.config
     train = obs.training
@@ -237,14 +246,14 @@ def _evaluate(
     gain = mean(diffs)
     pairwise_gain = mean([q.pairwise_diff for q in held_out])
     interval = percentile_bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
-    decision = decide(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain)
+    decision = decide_proposal(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain)
     return LearningEvaluation(
         **common,
         multipliers=fitted,
         decision=decision,
         refusal=None
         if decision != "no_improvement"
-        else learning_refusal(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain, results),
+        else proposal_refusal(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain, results),
         training_loss_before=before,
         training_loss_after=after,
         validation_ndcg_gain=gain,

@@ -18,18 +18,16 @@ from pydantic import BaseModel, ValidationError
 from prme.canonical import checksum
 from prme.errors import InvalidInputError
 from prme.learning import holdout_trials
+from prme.learning.decisions import Aggregates, aggregate, decide_holdout, holdout_refusal
 from prme.learning.stats import percentile_bootstrap_interval, sign_flip_p_value
+from prme.learning.verify_reports import verify_full_retrieval_evaluation
 from prme.limits import MAX_TRIALS
 from prme.models.holdout import (
-    Aggregates,
     FullRetrievalDecision,
     FullRetrievalEvaluation,
     FullRetrievalEvaluationConfig,
     FullRetrievalQueryResult,
     FullRetrievalTrial,
-    aggregate,
-    decide,
-    holdout_refusal,
     input_checksum,
 )
 from prme.models.receipt import RetrievalReceipt
@@ -127,7 +125,7 @@ def evaluate_full_retrieval(
     NDCG@k and MRR@k against the complete relevant set (:mod:`prme.learning.metrics`). Repeats in a
     group are macro-averaged and groups weigh equally. With at least ``min_query_groups`` groups a
     seeded 95 % percentile bootstrap of the per-group NDCG differences and a sign-flip test run;
-    the decision follows :func:`prme.models.holdout.decide`.
+    the decision follows :func:`prme.learning.decisions.decide_holdout`.
 
     Args:
         receipts: the saved receipts of both arms (others are ignored; duplicates must agree).
@@ -185,7 +183,7 @@ def _decision(
             diffs, samples=cfg.bootstrap_samples, seed=cfg.seed
         )
         p_value = sign_flip_p_value(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
-    decision = decide(
+    decision = decide_holdout(
         cfg,
         len(queries),
         ndcg_gain=agg.ndcg_gain,
@@ -223,7 +221,9 @@ def evaluate_request(
     parses them before it loads the receipts, so they are validated once).
 
     Over 80 lines because the report's fields are listed once, here: the trials are checked
-    and paired by :mod:`prme.learning.holdout_trials`, and decided by :func:`_decision`."""
+    and paired by :mod:`prme.learning.holdout_trials`, and decided by :func:`_decision`. The report
+    is verified once (:func:`verify_full_retrieval_evaluation`): the gate builds it consistently,
+    so this only turns a bug into an error instead of a stored report."""
     owner = request.user_id
     proposal = request.proposal_input_checksum
     artifact = request.memory_artifact_sha256
@@ -260,7 +260,7 @@ def evaluate_request(
     features = first.execution.features
     receipt_checksums = dict(sorted(checksums.items()))
     missing = cfg.min_query_groups - len(queries)
-    return FullRetrievalEvaluation(
+    report = FullRetrievalEvaluation(
         missing_query_groups=missing if missing > 0 else None,
         user_id=owner,
         scopes=key,
@@ -315,3 +315,5 @@ def evaluate_request(
         trials=tuple(ordered),
         queries=tuple(queries),
     )
+    verify_full_retrieval_evaluation(report)
+    return report

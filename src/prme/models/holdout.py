@@ -1,14 +1,15 @@
 """Gate-2 models: paired full-retrieval trials, the gate's configuration, and its report.
 
-The report re-checks itself on every parse (reference §F.6): sort orders, request-id
-consistency, coverage, every aggregate, the decision rule and the ``input_checksum``. A serialized
-report that was edited fails to parse; a consistently fabricated one is caught only by its
+The report is plain data: parsing checks each field. Its consistency (reference §F.6: sort
+orders, request-id consistency, coverage, every aggregate, the decision rule and the
+``input_checksum``) is verified explicitly by
+:func:`prme.learning.verify_reports.verify_full_retrieval_evaluation` wherever a report is read
+or received, so an edited report is refused; a consistently fabricated one is caught only by its
 attestation (``prme.services.reports.verify``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 from uuid import UUID
@@ -22,13 +23,10 @@ from pydantic import (
 )
 
 from prme.canonical import checksum
-from prme.learning.groups import normalize_query
-from prme.learning.stats import TIE_TOLERANCE, mean, win_tie_loss
 from prme.limits import MAX_RELEVANT, MAX_TRIALS
 from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex, UnitFloat
 from prme.models.enums import Scope
-from prme.models.refusal import Refusal, refusal
-from prme.models.scope import scope_set_key
+from prme.models.refusal import Refusal
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.validation import require_text
 
@@ -128,141 +126,6 @@ class FullRetrievalQueryResult(Frozen):
         return self.candidate_ndcg - self.baseline_ndcg
 
 
-class Aggregates(Frozen):
-    """The headline numbers derived from the per-group results (groups weigh equally)."""
-
-    baseline_recall: float
-    candidate_recall: float
-    recall_gain: float
-    baseline_ndcg: float
-    candidate_ndcg: float
-    ndcg_gain: float
-    baseline_mrr: float
-    candidate_mrr: float
-    mrr_gain: float
-    regression_fraction: float
-    win_tie_loss: dict[str, int]
-
-
-def aggregate(queries: Sequence[FullRetrievalQueryResult]) -> Aggregates:
-    """Means over groups, gains = candidate − baseline, regressions = NDCG drops beyond 1e-12."""
-    if not queries:
-        raise ValueError("a full retrieval evaluation needs at least one query group")
-    means = {
-        name: mean([getattr(q, name) for q in queries])
-        for name in (
-            "baseline_recall",
-            "candidate_recall",
-            "baseline_ndcg",
-            "candidate_ndcg",
-            "baseline_mrr",
-            "candidate_mrr",
-        )
-    }
-    diffs = [q.ndcg_diff for q in queries]
-    regressions = sum(1 for d in diffs if d < -TIE_TOLERANCE)
-    return Aggregates(
-        **means,
-        recall_gain=means["candidate_recall"] - means["baseline_recall"],
-        ndcg_gain=means["candidate_ndcg"] - means["baseline_ndcg"],
-        mrr_gain=means["candidate_mrr"] - means["baseline_mrr"],
-        regression_fraction=regressions / len(queries),
-        win_tie_loss=win_tie_loss(diffs),
-    )
-
-
-def decide(
-    config: FullRetrievalEvaluationConfig,
-    query_groups: int,
-    *,
-    ndcg_gain: float,
-    interval: tuple[float, float] | None,
-    baseline_recall: float,
-    candidate_recall: float,
-    regression_fraction: float,
-) -> FullRetrievalDecision:
-    """The gate-2 rule (reference §F.4).
-
-    ``insufficient_data`` below ``min_query_groups``; ``improved_full_retrieval`` iff
-    ``ndcg_gain ≥ min_ndcg_gain``, the bootstrap lower endpoint is > 0,
-    ``candidate_recall ≥ baseline_recall − 1e-12`` and
-    ``regression_fraction ≤ max_regression_fraction``; ``no_improvement`` otherwise.
-    """
-    if query_groups < config.min_query_groups:
-        return "insufficient_data"
-    if interval is not None and all(
-        passed
-        for *_, passed in checks(
-            config,
-            ndcg_gain=ndcg_gain,
-            interval_low=interval[0],
-            baseline_recall=baseline_recall,
-            candidate_recall=candidate_recall,
-            regression_fraction=regression_fraction,
-        )
-    ):
-        return "improved_full_retrieval"
-    return "no_improvement"
-
-
-def checks(
-    config: FullRetrievalEvaluationConfig,
-    *,
-    ndcg_gain: float,
-    interval_low: float,
-    baseline_recall: float,
-    candidate_recall: float,
-    regression_fraction: float,
-) -> tuple[tuple[str, float, str, bool], ...]:
-    """§F.4's rules past the group minimum as ``(report field, observed, required, passed)``."""
-    recall_gain = candidate_recall - baseline_recall
-    return (
-        (
-            "ndcg_gain",
-            ndcg_gain,
-            f">= {config.min_ndcg_gain!r}",
-            ndcg_gain >= config.min_ndcg_gain,
-        ),
-        ("ndcg_gain_interval.low", interval_low, "> 0", interval_low > 0),
-        (
-            "recall_gain",
-            recall_gain,
-            f">= -{TIE_TOLERANCE!r}",
-            candidate_recall >= baseline_recall - TIE_TOLERANCE,
-        ),
-        (
-            "regression_fraction",
-            regression_fraction,
-            f"<= {config.max_regression_fraction!r}",
-            regression_fraction <= config.max_regression_fraction,
-        ),
-    )
-
-
-def holdout_refusal(
-    config: FullRetrievalEvaluationConfig,
-    *,
-    ndcg_gain: float,
-    interval_low: float,
-    baseline_recall: float,
-    candidate_recall: float,
-    regression_fraction: float,
-    queries: Sequence[FullRetrievalQueryResult],
-) -> Refusal:
-    """Why gate 2 refused: the failed rules and the regressed holdout groups (by group id)."""
-    return refusal(
-        checks(
-            config,
-            ndcg_gain=ndcg_gain,
-            interval_low=interval_low,
-            baseline_recall=baseline_recall,
-            candidate_recall=candidate_recall,
-            regression_fraction=regression_fraction,
-        ),
-        ((q.group_id, q.baseline_ndcg, q.candidate_ndcg) for q in queries),
-    )
-
-
 def input_checksum(
     *,
     user_id: str,
@@ -360,138 +223,3 @@ class FullRetrievalEvaluation(Frozen):
         if out.get("refusal", 0) is None:
             del out["refusal"]
         return out
-
-    @model_validator(mode="after")
-    def _consistent(self) -> FullRetrievalEvaluation:
-        self._check_structure()
-        self._check_metrics()
-        self._check_refusal()
-        if self.input_checksum != self._recomputed_input_checksum():
-            raise ValueError("Full retrieval evaluation input checksum does not match its inputs")
-        return self
-
-    def _recomputed_input_checksum(self) -> str:
-        return input_checksum(
-            user_id=self.user_id,
-            scopes=self.scopes,
-            proposal_input_checksum=self.proposal_input_checksum,
-            memory_artifact_sha256=self.memory_artifact_sha256,
-            pack_digest=self.pack_digest,
-            pack_id=self.pack_id,
-            write_seq=self.write_seq,
-            baseline_multipliers=self.baseline_multipliers,
-            candidate_multipliers=self.candidate_multipliers,
-            base_scoring=self.base_scoring,
-            feature_identity=self.feature_identity,
-            config=self.config,
-            trials=self.trials,
-            receipt_checksums=self.receipt_checksums,
-        )
-
-    def _check_structure(self) -> None:
-        if self.scopes is not None and self.scopes != scope_set_key(self.scopes):
-            raise ValueError("Full retrieval evaluation scopes must be a normalized scope set")
-        if self.limitations != LIMITATIONS or self.gain_formula != GAIN_FORMULA:
-            raise ValueError("Full retrieval evaluation limitations or gain formula were altered")
-        if checksum(self.feature_identity) != self.feature_identity_sha256:
-            raise ValueError("Full retrieval evaluation feature identity checksum mismatch")
-        keys = [t.sort_key for t in self.trials]
-        if keys != sorted(keys):
-            raise ValueError("Full retrieval trials must be sorted by group_id and request id")
-        groups = [q.group_id for q in self.queries]
-        if groups != sorted(set(groups)):
-            raise ValueError("Full retrieval queries must be unique and sorted by group_id")
-        by_group: dict[str, tuple[list[UUID], list[UUID]]] = {}
-        for trial in self.trials:
-            base, cand = by_group.setdefault(trial.group_id, ([], []))
-            base.append(trial.baseline_request_id)
-            cand.append(trial.candidate_request_id)
-        request_ids = [str(r) for b, c in by_group.values() for r in (*b, *c)]
-        if (
-            list(by_group) != groups
-            or any(
-                (list(q.baseline_request_ids), list(q.candidate_request_ids))
-                != by_group[q.group_id]
-                for q in self.queries
-            )
-            or len(set(request_ids)) != len(request_ids)
-            or set(request_ids) != set(self.receipt_checksums)
-        ):
-            raise ValueError("Full retrieval evaluation request ids do not match its trials")
-        for q in self.queries:
-            if list(q.normalized_queries) != sorted(set(q.normalized_queries)) or any(
-                normalize_query(text) != text or not text for text in q.normalized_queries
-            ):
-                raise ValueError("Full retrieval normalized_queries must be normalized and sorted")
-        expected = {
-            "trials": len(self.trials),
-            "query_groups": len(self.queries),
-            "relevant_nodes": sum(len(t.relevant_node_ids) for t in self.trials),
-        }
-        if self.coverage != expected:
-            raise ValueError("Full retrieval evaluation coverage does not match its trials")
-
-    def _check_metrics(self) -> None:
-        agg = aggregate(self.queries)
-        for name in (
-            "baseline_recall",
-            "candidate_recall",
-            "recall_gain",
-            "baseline_ndcg",
-            "candidate_ndcg",
-            "ndcg_gain",
-            "baseline_mrr",
-            "candidate_mrr",
-            "mrr_gain",
-            "regression_fraction",
-        ):
-            if not math.isclose(
-                getattr(self, name), getattr(agg, name), rel_tol=0.0, abs_tol=TIE_TOLERANCE
-            ):
-                raise ValueError(
-                    f"Full retrieval evaluation aggregate metrics do not match its queries ({name})"
-                )
-        if self.win_tie_loss != agg.win_tie_loss:
-            raise ValueError(
-                "Full retrieval evaluation aggregate metrics do not match its queries "
-                "(win_tie_loss)"
-            )
-        insufficient = len(self.queries) < self.config.min_query_groups
-        missing = self.config.min_query_groups - len(self.queries) if insufficient else None
-        if self.missing_query_groups != missing:
-            raise ValueError("Full retrieval evaluation misstates its missing query groups")
-        if insufficient:
-            if self.ndcg_gain_interval is not None or self.randomization_p_value is not None:
-                raise ValueError("Insufficient full retrieval evaluation is inconsistent")
-        elif self.ndcg_gain_interval is None or self.randomization_p_value is None:
-            raise ValueError("Full retrieval evaluation lacks required validation evidence")
-        elif not (-1.0 <= self.ndcg_gain_interval[0] <= self.ndcg_gain_interval[1] <= 1.0):
-            raise ValueError("Full retrieval evaluation interval must be ordered within [-1, 1]")
-        rule = decide(
-            self.config,
-            len(self.queries),
-            ndcg_gain=self.ndcg_gain,
-            interval=self.ndcg_gain_interval,
-            baseline_recall=self.baseline_recall,
-            candidate_recall=self.candidate_recall,
-            regression_fraction=self.regression_fraction,
-        )
-        if self.decision != rule:
-            raise ValueError("Full retrieval evaluation decision does not match its evidence")
-
-    def _check_refusal(self) -> None:
-        if self.refusal is None:
-            return
-        if self.decision != "no_improvement" or self.ndcg_gain_interval is None:
-            raise ValueError("Full retrieval evaluation refusal is only for no_improvement")
-        expected = holdout_refusal(
-            self.config,
-            ndcg_gain=self.ndcg_gain,
-            interval_low=self.ndcg_gain_interval[0],
-            baseline_recall=self.baseline_recall,
-            candidate_recall=self.candidate_recall,
-            regression_fraction=self.regression_fraction,
-            queries=self.queries,
-        )
-        if self.refusal != expected:
-            raise ValueError("Full retrieval evaluation refusal does not match its evidence")

@@ -1,13 +1,14 @@
 """Gate 1 models: LearningConfig, QueryLearningResult and the LearningEvaluation report (§E).
 
-The report re-checks its own internal invariants on every parse (reference §E.13), including the
-decision rule and the input checksum, so an edited report fails to load. It cannot check that
-the numbers came from real receipts; the pack's attestation covers that (DESIGN §6.1).
+The report is plain data: parsing checks each field; its internal invariants (reference §E.13),
+including the decision rule and the input checksum, are verified explicitly by
+:func:`prme.learning.verify_reports.verify_learning_evaluation` wherever a report is read or
+received, so an edited report is refused. Verification cannot check that the numbers came from
+real receipts; the pack's attestation covers that (DESIGN §6.1).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 from uuid import UUID
@@ -21,12 +22,10 @@ from pydantic import (
 )
 
 from prme.canonical import checksum
-from prme.learning.stats import mean, win_tie_loss
 from prme.models.base import FiniteFloat, Frozen, NonBlankStr, Sha256Hex
 from prme.models.enums import Scope
-from prme.models.refusal import Refusal, refusal
+from prme.models.refusal import Refusal
 from prme.models.relevance import RelevanceSurface
-from prme.models.scope import scope_set_key
 from prme.models.scoring import RankingMultipliers
 
 Algorithm = Literal["listwise_ndcg_multipliers_v1", "pairwise_weight_multipliers_v1"]
@@ -150,49 +149,6 @@ class QueryLearningResult(Frozen):
         return self.candidate_pairwise_accuracy - self.baseline_pairwise_accuracy
 
 
-def checks(
-    ndcg_gain: float, interval_low: float, pairwise_gain: float, min_ndcg_gain: float
-) -> tuple[tuple[str, float, str, bool], ...]:
-    """§E.11's rules as ``(report field, observed, required, passed)``, in this order."""
-    return (
-        ("validation_ndcg_gain", ndcg_gain, f">= {min_ndcg_gain!r}", ndcg_gain >= min_ndcg_gain),
-        ("validation_gain_interval.low", interval_low, "> 0", interval_low > 0.0),
-        (
-            "validation_pairwise_gain",
-            pairwise_gain,
-            f">= -{TOLERANCE!r}",
-            pairwise_gain >= -TOLERANCE,
-        ),
-    )
-
-
-def decide(
-    ndcg_gain: float, interval_low: float, pairwise_gain: float, min_ndcg_gain: float
-) -> Decision:
-    """§E.11: improved iff gain ≥ min_ndcg_gain, interval low > 0 and pairwise gain ≥ −1e-12."""
-    if all(passed for *_, passed in checks(ndcg_gain, interval_low, pairwise_gain, min_ndcg_gain)):
-        return "improved_on_observed_candidates"
-    return "no_improvement"
-
-
-def learning_refusal(
-    ndcg_gain: float,
-    interval_low: float,
-    pairwise_gain: float,
-    min_ndcg_gain: float,
-    queries: Sequence[QueryLearningResult],
-) -> Refusal:
-    """Why gate 1 refused: the failed rules and the regressed validation groups."""
-    return refusal(
-        checks(ndcg_gain, interval_low, pairwise_gain, min_ndcg_gain),
-        (
-            (q.group_label, q.baseline_judged_ndcg, q.candidate_judged_ndcg)
-            for q in queries
-            if q.split == "validation"
-        ),
-    )
-
-
 def learning_input_checksum(
     *,
     snapshot_checksum: str,
@@ -219,16 +175,6 @@ def learning_input_checksum(
             else {str(k): v for k, v in query_groups.items()},
         }
     )
-
-
-def missing_groups(coverage: dict[str, int], config: LearningConfig) -> dict[str, int]:
-    """Groups still needed per split: ``max(0, minimum − observed)`` for training and validation."""
-    return {
-        "training_queries": max(0, config.min_training_queries - coverage["training_queries"]),
-        "validation_queries": max(
-            0, config.min_validation_queries - coverage["validation_queries"]
-        ),
-    }
 
 
 class LearningEvaluation(Frozen):
@@ -300,145 +246,3 @@ class LearningEvaluation(Frozen):
         if out.get("refusal", 0) is None:
             del out["refusal"]
         return out
-
-    @model_validator(mode="after")
-    def _consistent(self) -> LearningEvaluation:
-        if self.algorithm != self.config.algorithm:
-            raise ValueError("report algorithm differs from config.algorithm")
-        if self.optimizer != OPTIMIZERS[self.algorithm]:
-            raise ValueError(
-                f"algorithm {self.algorithm} is fitted by {OPTIMIZERS[self.algorithm]}"
-            )
-        if self.scopes is not None and scope_set_key(self.scopes) != self.scopes:
-            raise ValueError("report scopes must be a non-empty, sorted, unique scope set")
-        order = [f.int for f in self.feedback_ids]  # .int order is canonical-text order
-        if order != sorted(set(order)):
-            raise ValueError("feedback_ids must be unique and sorted")
-        if set(self.coverage) != set(COVERAGE_KEYS):
-            raise ValueError(f"coverage must have exactly the keys {list(COVERAGE_KEYS)}")
-        if set(self.exclusions) != set(EXCLUSION_KEYS):
-            raise ValueError(f"exclusions must have exactly the keys {list(EXCLUSION_KEYS)}")
-        if any(v < 0 for v in (*self.coverage.values(), *self.exclusions.values())):
-            raise ValueError("coverage and exclusion counts must be nonnegative")
-        if self.coverage["feedback_records"] != len(self.feedback_ids):
-            raise ValueError("aggregate metrics: feedback_records differs from feedback_ids")
-        if self.query_groups is not None and not set(self.query_groups) <= set(
-            self.receipt_checksums
-        ):
-            raise ValueError("Query groups refer to unknown receipts")
-        expected = learning_input_checksum(
-            snapshot_checksum=self.snapshot_checksum,
-            user_id=self.user_id,
-            scopes=self.scopes,
-            surface=self.surface,
-            config=self.config,
-            query_groups=self.query_groups,
-        )
-        if expected != self.input_checksum:
-            raise ValueError("Learning evaluation input checksum does not match its inputs")
-        if self.decision == "insufficient_data":
-            self._check_insufficient()
-        else:
-            self._check_fitted()
-        return self
-
-    def _check_insufficient(self) -> None:
-        statistics = (
-            self.training_loss_before,
-            self.training_loss_after,
-            self.validation_ndcg_gain,
-            self.validation_pairwise_gain,
-            self.validation_gain_interval,
-            self.win_tie_loss,
-            self.randomization_p_value,
-        )
-        if (
-            not self.multipliers.is_neutral
-            or self.queries
-            or self.refusal is not None
-            or any(s is not None for s in statistics)
-        ):
-            raise ValueError(
-                "Insufficient learning evaluation is inconsistent: it must carry neutral "
-                "multipliers, no queries and no statistics"
-            )
-        cfg = self.coverage
-        if (
-            cfg["training_queries"] >= self.config.min_training_queries
-            and cfg["validation_queries"] >= self.config.min_validation_queries
-        ):
-            raise ValueError("Insufficient learning evaluation is inconsistent with its coverage")
-        if self.missing_groups != missing_groups(cfg, self.config):
-            raise ValueError("Insufficient learning evaluation misstates its missing groups")
-
-    def _check_fitted(self) -> None:
-        if self.missing_groups is not None:
-            raise ValueError("missing_groups is reported only for insufficient_data")
-        cfg = self.config
-        if not self.queries:
-            raise ValueError("Learning evaluation lacks required validation evidence")
-        ids = [q.group_id for q in self.queries]
-        if ids != sorted(set(ids)):
-            raise ValueError("aggregate metrics: query groups must be unique and sorted by id")
-        requests = [r for q in self.queries for r in q.request_ids]
-        if len(set(requests)) != len(requests) or not set(requests) <= set(self.receipt_checksums):
-            raise ValueError("aggregate metrics: request ids must be unique saved receipts")
-        for query in self.queries:
-            order = [r.int for r in query.request_ids]  # .int order is canonical-text order
-            if order != sorted(order):
-                raise ValueError("aggregate metrics: request ids must be sorted")
-        train = [q for q in self.queries if q.split == "train"]
-        validation = [q for q in self.queries if q.split == "validation"]
-        cov = self.coverage
-        if (
-            cov["training_queries"] != len(train)
-            or cov["validation_queries"] != len(validation)
-            or cov["requests_with_pairs"] != len(requests)
-        ):
-            raise ValueError("aggregate metrics: coverage does not match the queries")
-        if len(train) < cfg.min_training_queries or len(validation) < cfg.min_validation_queries:
-            raise ValueError("Learning evaluation lacks required validation evidence")
-        before, after = self.training_loss_before, self.training_loss_after
-        gain, pairwise, interval = (
-            self.validation_ndcg_gain,
-            self.validation_pairwise_gain,
-            self.validation_gain_interval,
-        )
-        if (
-            before is None
-            or after is None
-            or gain is None
-            or pairwise is None
-            or interval is None
-            or self.win_tie_loss is None
-            or self.randomization_p_value is None
-        ):
-            raise ValueError("Learning evaluation lacks required validation evidence")
-        if before < 0.0 or after < 0.0 or after > before + TOLERANCE:
-            raise ValueError(
-                "aggregate metrics: training losses must be nonnegative, nonincreasing"
-            )
-        diffs = [q.ndcg_diff for q in validation]
-        if not math.isclose(gain, mean(diffs), rel_tol=0.0, abs_tol=TOLERANCE) or not (
-            math.isclose(
-                pairwise,
-                mean([q.pairwise_diff for q in validation]),
-                rel_tol=0.0,
-                abs_tol=TOLERANCE,
-            )
-        ):
-            raise ValueError("aggregate metrics do not match the validation queries")
-        if not (-1.0 <= interval[0] <= interval[1] <= 1.0):
-            raise ValueError("aggregate metrics: the gain interval must be ordered within [-1, 1]")
-        if self.win_tie_loss != win_tie_loss(diffs):
-            raise ValueError(
-                "aggregate metrics: win_tie_loss does not match the validation queries"
-            )
-        if self.decision != decide(gain, interval[0], pairwise, cfg.min_ndcg_gain):
-            raise ValueError("Learning evaluation decision does not match its metrics")
-        if self.refusal is not None and (
-            self.decision != "no_improvement"
-            or self.refusal
-            != learning_refusal(gain, interval[0], pairwise, cfg.min_ndcg_gain, self.queries)
-        ):
-            raise ValueError("Learning evaluation refusal does not match its metrics")

@@ -8,15 +8,10 @@ changes. Which profile a (owner, exact scope set) uses is derived from append-on
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
-from pydantic import (
-    ValidationInfo,
-    ValidatorFunctionWrapHandler,
-    field_validator,
-    model_validator,
-)
+from pydantic import model_validator
 
 from prme.canonical import checksum
 from prme.models.base import Frozen, NonBlankStr, Sha256Hex, UTCDateTime
@@ -97,7 +92,9 @@ class RankingProfile(Frozen):
 
     ``multipliers`` are the holdout's candidate multipliers (equal to the proposal's);
     ``baseline_profile_id`` names the profile that was active when the holdout ran (None: base
-    scoring). The evidence rules of :func:`evidence_problem` are re-checked on every parse.
+    scoring). The evidence rules of :func:`evidence_problem` are re-checked on every parse; the
+    embedded reports are data, verified where a stored profile is read
+    (``services.records.parse_profile``) and where reports are received (``parse_report``).
     """
 
     schema_version: Literal[1] = 1
@@ -110,17 +107,6 @@ class RankingProfile(Frozen):
     multipliers: RankingMultipliers
     proposal: LearningEvaluation
     holdout: FullRetrievalEvaluation
-
-    @field_validator("proposal", "holdout", mode="wrap")
-    @classmethod
-    def _reports_once(
-        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
-    ) -> Any:
-        # A report instance was validated when it was parsed (and is frozen): taken as it is,
-        # so a profile built from parsed reports does not re-run their checks (pydantic re-runs
-        # a model's after-validators even on instances it does not revalidate).
-        model = LearningEvaluation if info.field_name == "proposal" else FullRetrievalEvaluation
-        return value if type(value) is model else handler(value)
 
     @model_validator(mode="after")
     def _supported_by_evidence(self) -> RankingProfile:

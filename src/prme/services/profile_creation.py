@@ -11,13 +11,14 @@ from pydantic import BaseModel, ValidationError
 
 from prme.engine import Engine
 from prme.errors import InvalidInputError, NotFoundError
+from prme.learning.verify_reports import ReportVerificationError, verify_report
 from prme.models.base import SHA256_PATTERN
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
 from prme.models.profiles import RankingProfile, evidence_problem
 from prme.services import reports
 from prme.services.profile_store import load_profile, store_profile
-from prme.validation import invalid_input, require_owner, require_uuid
+from prme.validation import invalid_input, invalid_value, require_owner, require_uuid
 
 BASELINE_UNAVAILABLE = "Ranking profile holdout baseline is unavailable"
 BASELINE_DIFFERS = "Ranking profile holdout baseline multipliers differ"
@@ -26,18 +27,27 @@ ReportT = TypeVar("ReportT", LearningEvaluation, FullRetrievalEvaluation)
 
 
 def parse_report(model: type[ReportT], value: object, field: str) -> ReportT:
-    """Deep re-parse a report (model, mapping or JSON text) once, so its own validators run
-    again; errors name ``field`` and the offending path."""
+    """Deep re-parse a report (model, mapping or JSON text) once, so every field is checked
+    again, then verify it (:func:`prme.learning.verify_reports.verify_report`: its aggregates,
+    decision, refusal and input checksum follow from its own fields); errors name ``field`` and
+    the offending path (a report that contradicts itself names ``field`` alone)."""
+    report: ReportT
     try:
         if isinstance(value, BaseModel):
-            return model.model_validate_json(value.model_dump_json())
-        if isinstance(value, str | bytes):
-            return model.model_validate_json(value)
-        if isinstance(value, Mapping):
-            return model.model_validate(dict(value))
+            report = model.model_validate_json(value.model_dump_json())
+        elif isinstance(value, str | bytes):
+            report = model.model_validate_json(value)
+        elif isinstance(value, Mapping):
+            report = model.model_validate(dict(value))
+        else:
+            raise InvalidInputError(field, f"must be a {model.__name__} or its JSON", value)
     except ValidationError as exc:
         raise invalid_input(exc, field) from None
-    raise InvalidInputError(field, f"must be a {model.__name__} or its JSON", value)
+    try:
+        verify_report(report)
+    except ReportVerificationError as exc:
+        raise invalid_value(exc, field) from None
+    return report
 
 
 def chosen_report(
@@ -112,13 +122,13 @@ def create_ranking_profile(
 ) -> RankingProfile:
     """Create an immutable profile from a passing proposal and a passing holdout.
 
-    Both reports are re-parsed (their own validators run), then checked in order: owner, exact
-    scope set, ``results`` surface, both positive decisions, the holdout naming the proposal's
-    ``input_checksum``, multiplier agreement, the baseline rule (a non-neutral holdout baseline
-    needs ``baseline_profile_id``, an existing profile of this owner and scope set whose
-    multipliers the baseline arm used), both attestations (made by this pack's secret over this
-    exact content), and disjointness of the holdout's groups from the proposal's. Creation never
-    checks applicability and never activates.
+    Both reports are re-parsed and verified (:func:`parse_report`), then checked in order:
+    owner, exact scope set, ``results`` surface, both positive decisions, the holdout naming the
+    proposal's ``input_checksum``, multiplier agreement, the baseline rule (a non-neutral
+    holdout baseline needs ``baseline_profile_id``, an existing profile of this owner and scope
+    set whose multipliers the baseline arm used), both attestations (made by this pack's secret
+    over this exact content), and disjointness of the holdout's groups from the proposal's.
+    Creation never checks applicability and never activates.
 
     Raises:
         InvalidInputError: any rule above, naming the field; or ``profile_id`` already names a

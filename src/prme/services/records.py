@@ -10,7 +10,9 @@ a registered kind (:data:`KINDS`, keyed by operation type). A kind states:
   exactly like a missing one);
 - ``parse``: the verify function, ``parse(op, user_id, target, full)``: the payload parses, is
   canonical and names this owner and target (raising ``IntegrityError``, or for reports the
-  model's ``ValidationError``); ``full`` adds what only ``prme pack check`` pays for (a
+  model's ``ValidationError`` or, when the report contradicts itself, the
+  ``ReportVerificationError`` of :func:`prme.learning.verify_reports.verify_report`, which a
+  profile's embedded reports pass too); ``full`` adds what only ``prme pack check`` pays for (a
   receipt's exact score and order replay, byte comparison of evidence);
 - for ``prme pack check``: the ``check`` that reports its problems, the ``counter`` of its
   operations in the report, ``row_problem`` (what the row's own columns must satisfy before
@@ -37,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import IntegrityError
+from prme.learning.verify_reports import ReportVerificationError, verify_report
 from prme.models.evidence import JudgmentEvidence
 from prme.models.holdout import FullRetrievalEvaluation
 from prme.models.learning import LearningEvaluation
@@ -156,7 +159,9 @@ def parse_profile(op: OpRecord, user_id: str, profile_id: uuid.UUID) -> RankingP
     """A stored profile, verified: canonical bytes, owner, id (and op id), scope namespace."""
     try:
         profile = RankingProfile.model_validate_json(op.payload)
-    except ValidationError as exc:
+        verify_report(profile.proposal)
+        verify_report(profile.holdout)
+    except (ValidationError, ReportVerificationError) as exc:
         raise IntegrityError(
             f"Ranking profile record checksum mismatch: {profile_id} does not parse ({exc})"
         ) from None
@@ -225,6 +230,7 @@ def _report_parser(
 ) -> Callable[[OpRecord, str, str, bool], ReportModel]:
     def parse(op: OpRecord, user_id: str, target: str, full: bool) -> ReportModel:
         report = model.model_validate_json(op.payload)
+        verify_report(report)
         if canonical_json(report) != op.payload:
             raise IntegrityError(f"stored {op_type} report {target} is not canonical")
         return report
