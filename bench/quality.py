@@ -69,6 +69,7 @@ from prme.config import RetrievalConfig
 from prme.demo.simulation import SimulationSettings, pass_rates, simulate
 from prme.embed.base import Embedder, EmbedderIdentity, embed_queries
 from prme.embed.registry import make_embedder
+from prme.learning.decisions import decide_proposal
 from prme.learning.groups import group_id, split_unit
 from prme.learning.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
 from prme.learning.observations import gate_request, observe_request
@@ -78,7 +79,7 @@ from prme.learning.table import JudgedTable
 from prme.limits import MAX_RECORDS_LIMIT
 from prme.models.evidence import TRACE_COLUMNS
 from prme.models.holdout import FullRetrievalEvaluation
-from prme.models.learning import OPTIMIZERS, LearningConfig, LearningEvaluation, decide
+from prme.models.learning import OPTIMIZERS, LearningConfig, LearningEvaluation
 from prme.models.refusal import Refusal
 from prme.models.relevance import RelevanceSubmission
 from prme.models.scoring import ADDITIVE_FEATURES, RankingMultipliers, product_default_scoring
@@ -530,9 +531,9 @@ def gate1_ceiling(
 
     Every point of the grid ``levels`` (default ``CEILING_LEVELS``, or the coarse one) over the
     features that vary within some judged list (a feature constant within every list only
-    shifts scores, never an order) is scored on the validation groups themselves, with gate 1's own metrics and rules (``decide``). This
-    looks at the validation labels, so it is an upper bound on what any fit trained without
-    them can reach, never a fit: when no point passes, no algorithm can, and what blocks the
+    shifts scores, never an order) is scored on the validation groups themselves, with gate 1's
+    own metrics and rules (``decide_proposal``). This looks at the validation labels, so it is
+    an upper bound on what any fit trained without them can reach, never a fit: when no point passes, no algorithm can, and what blocks the
     owner is the amount of judged data, not the fit. The converse does not hold: searching the
     grid on the validation labels finds passing points by chance even under the null.
     """
@@ -574,7 +575,7 @@ def gate1_ceiling(
         low = percentile_bootstrap_interval(
             diffs, samples=config.bootstrap_samples, seed=config.seed
         )[0]
-        ok = decide(gain, low, pairwise_gain, config.min_ndcg_gain) != "no_improvement"
+        ok = decide_proposal(gain, low, pairwise_gain, config.min_ndcg_gain) != "no_improvement"
         passing += ok
         key = (ok, low, gain)
         if best is None or key > best[0]:
