@@ -533,9 +533,10 @@ def gate1_ceiling(
     features that vary within some judged list (a feature constant within every list only
     shifts scores, never an order) is scored on the validation groups themselves, with gate 1's
     own metrics and rules (``decide_proposal``). This looks at the validation labels, so it is
-    an upper bound on what any fit trained without them can reach, never a fit: when no point passes, no algorithm can, and what blocks the
-    owner is the amount of judged data, not the fit. The converse does not hold: searching the
-    grid on the validation labels finds passing points by chance even under the null.
+    an upper bound on what any fit trained without them can reach, never a fit: when no point
+    passes, no algorithm can, and what blocks the owner is the amount of judged data, not the
+    fit. The converse does not hold: searching the grid on the validation labels finds passing
+    points by chance even under the null.
     """
     judgments = read_judgments(memory.engine, user_id, limit=MAX_RECORDS_LIMIT)
     asked = gate_request(user_id, SCOPES, "results", config)
