@@ -4,14 +4,19 @@ its lexical search). :class:`~prme.storage.postgres.PostgresStore` inherits them
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
+from psycopg_pool import ConnectionPool
 
+from prme.errors import StorageUnavailableError
+from prme.index.index_file import IndexStamp
 from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
@@ -27,9 +32,10 @@ from prme.storage.columns import (
     select_list,
 )
 from prme.storage.owner_indexes import OwnerIndexCache
-from prme.storage.postgres import lexical
+from prme.storage.postgres import lexical, saved_index
 from prme.storage.postgres.digest import row_hashes
-from prme.storage.postgres.migrations import Conn
+from prme.storage.postgres.migrations import Conn, lock_key
+from prme.storage.postgres.saved_index import ANN
 from prme.storage.postgres.vectors import PgVector
 
 _MEMORY_COLUMNS = select_list(MEMORY_COLUMNS)
@@ -67,6 +73,13 @@ class MemoryRows(OwnerIndexCache):
             self, conn: Conn, added: Iterable[int], removed: Iterable[int]
         ) -> None: ...
         def embedder_identity(self) -> dict[str, Any] | None: ...
+        def attest(self, payload: Any) -> str: ...
+        def _guard(self) -> AbstractContextManager[None]: ...
+
+    _pack_id: str
+    _pool: ConnectionPool[Conn]
+    _workdir: Path | None
+    schema: str
 
     # ---------------------------------------------------------------- content writes
     def insert_memories(
@@ -259,7 +272,10 @@ class MemoryRows(OwnerIndexCache):
                 if index is not None and fresh and index.delete_seq == delete_seq:
                     return index.snapshot()
                 if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                    index = OwnerIndex(int(dimension), ann=self._ann)
+                    key = (self._pack_id, user_id, delete_seq, int(dimension))
+                    root = self._index_root()
+                    index = saved_index.load(self._trace, conn, root, key, self._ann, self.attest)
+                    index = index or OwnerIndex(int(dimension), ann=self._ann, ann_dir=root / ANN)
                 rows = self._run(
                     conn,
                     f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
@@ -287,7 +303,33 @@ class MemoryRows(OwnerIndexCache):
                 index.write_seq = write_seq
                 index.delete_seq = delete_seq
                 self._indexes[user_id] = index
+                if saved_index.due(index):
+                    self._save_index(user_id, index)
                 return index.snapshot()
+
+    def _index_root(self) -> Path:
+        """This store's private working directory: the saved owner indexes it loaded or saved
+        (:mod:`prme.storage.postgres.saved_index`; memory-mapped, so kept until closed)."""
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="prme-pg-index-"))
+        return self._workdir
+
+    def _save_index(self, user_id: str, index: OwnerIndex) -> None:
+        """Save the owner's index in the pack, in a transaction of its own (skipped while
+        another process saves it; a failure keeps it in memory only)."""
+        stamp = IndexStamp(
+            self._pack_id, user_id, index.delete_seq, index.dimension, index.size, index.max_rowid
+        )
+        lock = lock_key(self.schema, "owner-index", user_id)
+        try:
+            with self._guard(), self._pool.connection() as conn, conn.transaction():
+                row = self._run(conn, "SELECT pg_try_advisory_xact_lock(%s)", (lock,)).fetchone()
+                if not (row and row[0]):
+                    return
+                saved_index.save(self._trace, conn, self._index_root(), stamp, index, self.attest)
+        except (OSError, psycopg.Error, StorageUnavailableError):
+            return
+        index.saved_size = index.size
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
