@@ -272,18 +272,20 @@ def _receipt_bytes(pack: Path, store: Any = None) -> dict[str, float]:
     return {"p50": _pct([float(s) for s in sizes], 50), "max": float(max(sizes, default=0))}
 
 
-def _open_store(backend: str, url: str | None, schema: str | None = None) -> Any:
+def _open_store(
+    backend: str, url: str | None, schema: str | None = None, index_cache: Path | None = None
+) -> Any:
     """None for the SQLite pack; a PostgresStore on a fresh schema for ``postgres`` (or on
-    the existing ``schema``, reopened)."""
+    the existing ``schema``, reopened), keeping saved owner indexes in ``index_cache``."""
     if backend != "postgres":
         return None
     from prme.storage.postgres import PostgresStore, drop_schema
 
     if schema is not None:
-        return PostgresStore(str(url), schema=schema)
+        return PostgresStore(str(url), schema=schema, index_cache=index_cache)
     schema = f"bench_{os.getpid()}"
     drop_schema(str(url), schema)
-    return PostgresStore(str(url), schema=schema)
+    return PostgresStore(str(url), schema=schema, index_cache=index_cache)
 
 
 def _pg_bytes(store: Any) -> int:
@@ -305,9 +307,10 @@ def run_one(
     generated = memories(size)
     asked = queries(WARMUP + QUERIES)
     result: dict[str, Any] = {"size": size, "embedder": provider, "backend": backend}
-    store = _open_store(backend, url)
     with tempfile.TemporaryDirectory() as tmp:
         pack = Path(tmp) / "pack"
+        cache = Path(tmp) / "postgres-index-cache"  # this host's copies of saved indexes
+        store = _open_store(backend, url, index_cache=cache)
         with MemoryClient(pack, config=_config(provider), store=store) as client:
             bulk = generated[: size - singles]
             started, cpu_started = time.perf_counter(), time.process_time()
@@ -353,7 +356,12 @@ def run_one(
         else:
             from prme.storage.postgres import drop_schema
 
+            # a new process on another host (reads the saved index from the pack), then on
+            # the writer's host (maps the copy the save left in the index cache)
             result["reopen"] = _reopen(pack, provider, asked, backend, url, store.schema)
+            result["reopen_same_host"] = _reopen(
+                pack, provider, asked, backend, url, store.schema, cache
+            )
             drop_schema(str(url), store.schema)
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
@@ -375,6 +383,7 @@ def _reopen(
     backend: str = "sqlite",
     url: str | None = None,
     schema: str | None = None,
+    index_cache: Path | None = None,
 ) -> dict[str, Any]:
     """Open the filled pack in a new client (on PostgreSQL: a new store on the same schema):
     RSS after opening, the first retrieve's time and process CPU (the owner index is loaded
@@ -384,7 +393,7 @@ def _reopen(
     gc.collect()
     before = _rss_mib()
     started = time.perf_counter()
-    store = _open_store(backend, url, schema=schema) if schema is not None else None
+    store = _open_store(backend, url, schema, index_cache) if schema is not None else None
     with MemoryClient(pack, config=_config(provider), store=store) as client:
         opened_ms = (time.perf_counter() - started) * 1000
         after_open = _rss_mib()

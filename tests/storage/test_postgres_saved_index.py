@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,9 +63,14 @@ def pack(
     drop_schema(postgres_url, schema)
     opened: list[MemoryClient] = []
 
-    def open_client(*, trace: list[str] | None = None, **retrieval: Any) -> MemoryClient:
+    def open_client(
+        *, trace: list[str] | None = None, cache: Path | None = None, **retrieval: Any
+    ) -> MemoryClient:
         store = PostgresStore(
-            postgres_url, schema=schema, tracer=None if trace is None else trace.append
+            postgres_url,
+            schema=schema,
+            tracer=None if trace is None else trace.append,
+            index_cache=cache,
         )
         config = make_config(retrieval=RetrievalConfig(**retrieval))
         client = MemoryClient(config=config, clock=FakeClock(), store=store)
@@ -256,3 +262,61 @@ def test_an_import_drops_saved_indexes(
 
         finish_import(conn)
     assert _saved_owners(writer) == []
+
+
+def test_an_index_read_in_batches_is_the_index_read_at_once(
+    pack: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prme.index.owner_index import NUMERIC_COLUMNS
+    from prme.storage.postgres import memory_rows
+
+    writer = pack()
+    texts = [f"Aster met Basalt in Lisbon about {t}" for t in sentences(50, seed=9)]
+    writer.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
+    whole = pack().engine.store.owner_index("alice")
+    monkeypatch.setattr(memory_rows, "INDEX_BATCH_ROWS", 7)
+    batched = pack().engine.store.owner_index("alice")
+    assert whole is not None and batched is not None and batched.size == whole.size == 50
+    for name, _ in NUMERIC_COLUMNS:
+        np.testing.assert_array_equal(batched.col(name), whole.col(name))
+    np.testing.assert_array_equal(batched.vectors[:50], whole.vectors[:50])
+    assert batched.ids == whole.ids
+    assert [batched.names_at(p) for p in range(50)] == [whole.names_at(p) for p in range(50)]
+    assert whole.names_at(0) == ["aster", "basalt", "lisbon"]
+
+
+def test_a_host_cache_serves_later_processes_while_the_pack_still_names_it(
+    pack: Callable[..., MemoryClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = pack(cache=tmp_path / "writer")
+    _fill(writer)
+    first = _ranked(writer)
+    # a process on the writer's host maps the copy the save left there: no part is read
+    trace: list[str] = []
+    same_host = pack(trace=trace, cache=tmp_path / "writer")
+    with monkeypatch.context() as patch:
+        _no_rebuild(patch)
+        assert _ranked(same_host) == first
+    assert not any("FROM owner_index_parts" in sql for sql in trace)
+    # another host reads the parts once, then its later processes use its own copy
+    trace = []
+    other = pack(trace=trace, cache=tmp_path / "other")
+    assert _ranked(other) == first and any("FROM owner_index_parts" in sql for sql in trace)
+    trace = []
+    assert _ranked(pack(trace=trace, cache=tmp_path / "other")) == first
+    assert not any("FROM owner_index_parts" in sql for sql in trace)
+    # a new save (the owner grew) is not the copy the other host holds: read again
+    more = sentences(ROWS, seed=11)
+    writer.store_many([{"content": t, "scope": "project"} for t in more], user_id="alice")
+    grown = _ranked(writer)
+    trace = []
+    again = pack(trace=trace, cache=tmp_path / "other")
+    assert _ranked(again) == grown and any("FROM owner_index_parts" in sql for sql in trace)
+    ix = again.engine.store.owner_index("alice")
+    assert ix is not None and ix.saved_size == 2 * ROWS
+    # a delete makes every copy stale, wherever it is kept
+    assert writer.delete(grown[0][0], user_id="alice")
+    after = pack(cache=tmp_path / "other")
+    assert grown[0][0] not in {node_id for node_id, _ in _ranked(after)}
+    ix = after.engine.store.owner_index("alice")
+    assert ix is not None and not isinstance(ix.vectors, np.memmap)

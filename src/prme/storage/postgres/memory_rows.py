@@ -4,6 +4,8 @@ its lexical search). :class:`~prme.storage.postgres.PostgresStore` inherits them
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import tempfile
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -40,6 +42,13 @@ from prme.storage.postgres.vectors import PgVector
 
 _MEMORY_COLUMNS = select_list(MEMORY_COLUMNS)
 _NODE_COLUMNS = select_list(NODE_COLUMNS)
+INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
+_INDEX_ROWS = (
+    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
+    " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
+    " ORDER BY m.rowid"
+)
+_cursors = itertools.count()
 # Batches up to this size are pipelined INSERTs (few round trips); larger ones use COPY.
 _SMALL_BATCH = 32
 
@@ -79,6 +88,8 @@ class MemoryRows(OwnerIndexCache):
     _pack_id: str
     _pool: ConnectionPool[Conn]
     _workdir: Path | None
+    _index_cache: Path | None
+    storage_name: str
     schema: str
 
     # ---------------------------------------------------------------- content writes
@@ -276,30 +287,7 @@ class MemoryRows(OwnerIndexCache):
                     root = self._index_root()
                     index = saved_index.load(self._trace, conn, root, key, self._ann, self.attest)
                     index = index or OwnerIndex(int(dimension), ann=self._ann, ann_dir=root / ANN)
-                rows = self._run(
-                    conn,
-                    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
-                    " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
-                    " ORDER BY m.rowid",
-                    (user_id, index.max_rowid),
-                    binary=True,
-                ).fetchall()
-                if rows:
-                    entities: dict[int, list[str]] = {}
-                    for rowid, name in self._run(
-                        conn,
-                        "SELECT memory_rowid, name FROM entities WHERE user_id = %s"
-                        " AND memory_rowid > %s ORDER BY memory_rowid, name",
-                        (user_id, index.max_rowid),
-                    ):
-                        entities.setdefault(int(rowid), []).append(str(name))
-                    raw = b"".join(bytes(r[-1])[4:] for r in rows)
-                    vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
-                    index.append(
-                        [index_row(r, int(r[-2])) for r in rows],
-                        vectors.reshape(len(rows), int(dimension)),
-                        entities,
-                    )
+                self._append_new_rows(conn, index, user_id)
                 index.write_seq = write_seq
                 index.delete_seq = delete_seq
                 self._indexes[user_id] = index
@@ -307,11 +295,46 @@ class MemoryRows(OwnerIndexCache):
                     self._save_index(user_id, index)
                 return index.snapshot()
 
+    def _append_new_rows(self, conn: Conn, index: OwnerIndex, user_id: str) -> None:
+        """Append the owner's rows past the index's last rowid, read in batches through a
+        server-side cursor (a large owner's rows never all exist as Python objects at once); a
+        new index gets its final size at once."""
+        if index.size == 0:
+            row = self._run(
+                conn, "SELECT COUNT(*) FROM memories WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            index.reserve(int(row[0]) if row else 0)
+        self._trace(_INDEX_ROWS)
+        with conn.cursor(name=f"prme_index_{next(_cursors)}", binary=True) as cursor:
+            cursor.execute(_INDEX_ROWS, (user_id, index.max_rowid))
+            while rows := cursor.fetchmany(INDEX_BATCH_ROWS):
+                entities: dict[int, list[str]] = {}
+                for rowid, name in self._run(
+                    conn,
+                    "SELECT memory_rowid, name FROM entities WHERE user_id = %s"
+                    " AND memory_rowid BETWEEN %s AND %s ORDER BY memory_rowid, name",
+                    (user_id, rows[0][0], rows[-1][0]),
+                ):
+                    entities.setdefault(int(rowid), []).append(str(name))
+                raw = b"".join(bytes(r[-1])[4:] for r in rows)
+                vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
+                index.append(
+                    [index_row(r, int(r[-2])) for r in rows],
+                    vectors.reshape(len(rows), index.dimension),
+                    entities,
+                )
+
     def _index_root(self) -> Path:
-        """This store's private working directory: the saved owner indexes it loaded or saved
-        (:mod:`prme.storage.postgres.saved_index`; memory-mapped, so kept until closed)."""
+        """Where the owner indexes this store loads or saves are kept on this host
+        (:mod:`prme.storage.postgres.saved_index`; memory-mapped): under the index cache, one
+        directory per pack location and pack id, else a private temporary directory."""
         if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="prme-pg-index-"))
+            if self._index_cache is None:
+                self._workdir = Path(tempfile.mkdtemp(prefix="prme-pg-index-"))
+            else:
+                where = f"{self.storage_name}\n{self._pack_id}".encode()
+                self._workdir = self._index_cache / hashlib.sha256(where).hexdigest()[:32]
+                self._workdir.mkdir(parents=True, exist_ok=True)
         return self._workdir
 
     def _save_index(self, user_id: str, index: OwnerIndex) -> None:

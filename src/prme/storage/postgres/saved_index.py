@@ -45,6 +45,7 @@ FORMAT = 1
 SAVE_INDEX_ROWS = 4096
 PART_BYTES = 16 << 20  # one stored part (a bytea value) of a file
 ANN = "ann"  # the working directory's segment files, and their names' prefix in the pack
+ATTESTED = "attestation"  # in a local copy: the attestation of the manifest it was made from
 
 Attest = Callable[[Any], str]
 Trace = Callable[[str], None]
@@ -68,8 +69,9 @@ def _stamp(values: dict[str, Any]) -> index_file.IndexStamp:
 
 def _manifest(
     trace: Trace, conn: Conn, user_id: str, attest: Attest
-) -> tuple[index_file.IndexStamp, dict[str, tuple[int, str]]] | None:
-    """The owner's saved stamp and files (name → (bytes, SHA-256)), when attested."""
+) -> tuple[index_file.IndexStamp, dict[str, tuple[int, str]], str] | None:
+    """The owner's saved stamp, files (name → (bytes, SHA-256)) and attestation, when the
+    attestation holds."""
     row = _run(
         trace,
         conn,
@@ -88,7 +90,15 @@ def _manifest(
         files = {str(n): (int(v[0]), str(v[1])) for n, v in manifest["files"].items()}
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
-    return stamp, files
+    return stamp, files, str(row[1])
+
+
+def _attested(directory: Path) -> str | None:
+    """The attestation of the manifest a local copy was made from (None: no complete copy)."""
+    try:
+        return (directory / ATTESTED).read_text("utf-8")
+    except OSError:
+        return None
 
 
 def _download(
@@ -137,7 +147,7 @@ def load(
     found = _manifest(trace, conn, user_id, attest)
     if found is None:
         return None
-    stamp, files = found
+    stamp, files, attestation = found
     if (stamp.pack_id, stamp.user_id, stamp.delete_seq, stamp.dimension) != key:
         return None
     row = _run(
@@ -149,25 +159,10 @@ def load(
     if row is None or int(row[0]) != stamp.size:
         return None
     directory = index_file.owner_directory(root, user_id)
-    partial = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.dl")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    try:
-        for name, expected in files.items():
-            if name.startswith(f"{ANN}/"):
-                continue
-            if "/" in name or not _download(trace, conn, user_id, name, expected, partial / name):
-                return None
-        # a loaded index maps its files: the directory replaced here stays readable to them
-        old = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.old")
-        if directory.exists():
-            os.replace(directory, old)
-        os.replace(partial, directory)
-        shutil.rmtree(old, ignore_errors=True)
-    except OSError:
+    if _attested(directory) != attestation and not _fetch(
+        trace, conn, user_id, files, directory, attestation
+    ):
         return None
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
     ann_dir = root / ANN
     index = index_file.load(directory, stamp, ann=ann, ann_dir=ann_dir)
     if index is None:
@@ -182,6 +177,38 @@ def load(
                 with suppress(OSError):  # a segment that fails its check is rebuilt
                     _download(trace, conn, user_id, name, files[name], path)
     return index
+
+
+def _fetch(
+    trace: Trace,
+    conn: Conn,
+    user_id: str,
+    files: dict[str, tuple[int, str]],
+    directory: Path,
+    attestation: str,
+) -> bool:
+    """Download the saved index files into ``directory`` (replaced whole), each checked."""
+    partial = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.dl")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        for name, expected in files.items():
+            if name.startswith(f"{ANN}/"):
+                continue
+            if "/" in name or not _download(trace, conn, user_id, name, expected, partial / name):
+                return False
+        (partial / ATTESTED).write_text(attestation, "utf-8")
+        # a loaded index maps its files: the directory replaced here stays readable to them
+        old = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.old")
+        if directory.exists():
+            os.replace(directory, old)
+        os.replace(partial, directory)
+        shutil.rmtree(old, ignore_errors=True)
+        return True
+    except OSError:
+        return False
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def due(index: OwnerIndex) -> bool:
@@ -234,7 +261,9 @@ def save(
         if index.ann is not None
         else {}
     )
-    local = {p.name: p for p in sorted(directory.iterdir()) if p.name != SEGMENT_LOG}
+    local = {
+        p.name: p for p in sorted(directory.iterdir()) if p.name not in (SEGMENT_LOG, ATTESTED)
+    }
     local |= {name: path for name, path in segments.items() if path.is_file()}
     reuse = {
         name: kept[name]
@@ -251,17 +280,20 @@ def save(
     for name, path in local.items():
         if name not in reuse:
             files[name] = _upload(trace, conn, user_id, name, path)
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": FORMAT,
         "stamp": stamp.as_json(),
         "files": {name: list(value) for name, value in sorted(files.items())},
     }
+    attestation = attest(manifest)
     _run(
         trace,
         conn,
         "INSERT INTO owner_indexes(user_id, manifest, attestation) VALUES (%s, %s, %s)"
         " ON CONFLICT (user_id) DO UPDATE SET manifest = EXCLUDED.manifest,"
         " attestation = EXCLUDED.attestation",
-        (user_id, json.dumps(manifest, sort_keys=True), attest(manifest)),
+        (user_id, json.dumps(manifest, sort_keys=True), attestation),
     )
+    # this copy is the saved one (if the transaction fails, the pack's attestation differs)
+    (directory / ATTESTED).write_text(attestation, "utf-8")
     return True

