@@ -33,8 +33,17 @@ the same machine, ``--backend postgres --sizes 10000,100000 --no-minilm``:
 | 100k, before (rebuilt) | 5,640 ms (CPU 2,002 ms) | 84.6 / 152.8 ms (11.0 ms) | 1,058 MB |
 | 100k, saved index | other host 1,209 ms (CPU 495), same host 172 ms (CPU 65) | 87.4 / 155.5 ms (12.7 ms) | 605 MB |
 
-A PostgreSQL retrieve waits mostly on the server's lexical query (53 of 70 ms at 100k,
-O(matching documents)); the client's CPU is 7-13 ms.
+At 1M (one owner; ``--sizes 1000000``, load average 2.8-3.8): the writer's first retrieve
+(rebuild, then save) 81.7 s; reopening, other host 12.0 s (CPU 5.4 s), same host 1.9 s (CPU
+0.8 s); retrieve p50 / p95 828 / 1,727 ms wall (CPU 54 ms), rrf 680 / 1,245 ms; pack 3.97 GB
+(with the saved index). Before/after on one 1M pack, first retrieve of a new process (load
+average 2.4-2.7; 20 retrieves after it): rebuilt (b7f02de) 26.4 s, CPU 19.3 s, peak RSS 6.9 GB;
+saved index read from the server 6.5 s, CPU 3.9 s, 1.65 GB; from the host cache 2.3 s, CPU
+1.5 s, 1.63 GB (index_file.load 1.44 s of it, the lexical query 0.64 s); the writer's rebuild
+and save 36.6 s, 2.0 GB.
+
+A PostgreSQL retrieve waits mostly on the server's lexical query (53 of 70 ms at 100k, about
+0.6-0.8 s at 1M: O(matching documents)); the client's CPU is 7-13 ms at 100k, 54 ms at 1M.
 
 Targets: store() >= 1,000/s, store_many() >= 20,000/s, retrieve p50 <= 5 ms at 10k and
 <= 20 ms at 100k, excluding query embedding (``metadata.timing_ms["embed_query"]``); gate 2
