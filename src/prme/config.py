@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -71,6 +72,9 @@ class StorageConfig(_Section):
     # postgres_url is set, else sqlite.
     backend: str | None = None
     postgres_url: SecretStr | None = None
+    # PostgreSQL: where this host keeps the owners' saved indexes once read from the pack (None:
+    # a temporary directory per open store, so each process reads them from the pack again)
+    postgres_index_cache: Path | None = None
     busy_timeout_ms: int = Field(default=10000, ge=0)
 
 

@@ -104,6 +104,7 @@ class MemoryClient(LearningMethods):
                 tracer=tracer,
                 busy_timeout_ms=self.config.storage.busy_timeout_ms,
                 create=create is not False,
+                index_cache=self.config.storage.postgres_index_cache,
             ),
         )
         try:  # a failed open closes what it opened (no connection or descriptor is leaked)

@@ -22,6 +22,7 @@ class StoreOptions:
     tracer: Tracer | None = None
     busy_timeout_ms: int = 10000
     create: bool = True  # False: a missing pack is a PackNotFoundError, never created
+    index_cache: Path | None = None  # postgres: the host's saved-index directory
 
 
 def _sqlite(options: StoreOptions) -> Store:
@@ -51,7 +52,11 @@ def _postgres(options: StoreOptions) -> Store:
             f"the postgres backend needs psycopg; install prme[postgres] ({exc.name} missing)",
         ) from None
     return PostgresStore(
-        options.url, frozen=options.frozen, tracer=options.tracer, create=options.create
+        options.url,
+        frozen=options.frozen,
+        tracer=options.tracer,
+        create=options.create,
+        index_cache=options.index_cache,
     )
 
 

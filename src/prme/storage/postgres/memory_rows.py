@@ -4,14 +4,21 @@ its lexical search). :class:`~prme.storage.postgres.PostgresStore` inherits them
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import tempfile
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
+from psycopg_pool import ConnectionPool
 
+from prme.errors import StorageUnavailableError
+from prme.index.index_file import IndexStamp
 from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
@@ -27,13 +34,21 @@ from prme.storage.columns import (
     select_list,
 )
 from prme.storage.owner_indexes import OwnerIndexCache
-from prme.storage.postgres import lexical
+from prme.storage.postgres import lexical, saved_index
 from prme.storage.postgres.digest import row_hashes
-from prme.storage.postgres.migrations import Conn
+from prme.storage.postgres.migrations import Conn, lock_key
+from prme.storage.postgres.saved_index import ANN
 from prme.storage.postgres.vectors import PgVector
 
 _MEMORY_COLUMNS = select_list(MEMORY_COLUMNS)
 _NODE_COLUMNS = select_list(NODE_COLUMNS)
+INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
+_INDEX_ROWS = (
+    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
+    " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
+    " ORDER BY m.rowid"
+)
+_cursors = itertools.count()
 # Batches up to this size are pipelined INSERTs (few round trips); larger ones use COPY.
 _SMALL_BATCH = 32
 
@@ -67,6 +82,15 @@ class MemoryRows(OwnerIndexCache):
             self, conn: Conn, added: Iterable[int], removed: Iterable[int]
         ) -> None: ...
         def embedder_identity(self) -> dict[str, Any] | None: ...
+        def attest(self, payload: Any) -> str: ...
+        def _guard(self) -> AbstractContextManager[None]: ...
+
+    _pack_id: str
+    _pool: ConnectionPool[Conn]
+    _workdir: Path | None
+    _index_cache: Path | None
+    storage_name: str
+    schema: str
 
     # ---------------------------------------------------------------- content writes
     def insert_memories(
@@ -259,35 +283,76 @@ class MemoryRows(OwnerIndexCache):
                 if index is not None and fresh and index.delete_seq == delete_seq:
                     return index.snapshot()
                 if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
-                    index = OwnerIndex(int(dimension), ann=self._ann)
-                rows = self._run(
-                    conn,
-                    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, m.doc_len, v.vec FROM memories m"
-                    " JOIN vectors v ON v.rowid = m.rowid WHERE m.user_id = %s AND m.rowid > %s"
-                    " ORDER BY m.rowid",
-                    (user_id, index.max_rowid),
-                    binary=True,
-                ).fetchall()
-                if rows:
-                    entities: dict[int, list[str]] = {}
-                    for rowid, name in self._run(
-                        conn,
-                        "SELECT memory_rowid, name FROM entities WHERE user_id = %s"
-                        " AND memory_rowid > %s ORDER BY memory_rowid, name",
-                        (user_id, index.max_rowid),
-                    ):
-                        entities.setdefault(int(rowid), []).append(str(name))
-                    raw = b"".join(bytes(r[-1])[4:] for r in rows)
-                    vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
-                    index.append(
-                        [index_row(r, int(r[-2])) for r in rows],
-                        vectors.reshape(len(rows), int(dimension)),
-                        entities,
-                    )
+                    key = (self._pack_id, user_id, delete_seq, int(dimension))
+                    root = self._index_root()
+                    index = saved_index.load(self._trace, conn, root, key, self._ann, self.attest)
+                    index = index or OwnerIndex(int(dimension), ann=self._ann, ann_dir=root / ANN)
+                self._append_new_rows(conn, index, user_id)
                 index.write_seq = write_seq
                 index.delete_seq = delete_seq
                 self._indexes[user_id] = index
+                if saved_index.due(index):
+                    self._save_index(user_id, index)
                 return index.snapshot()
+
+    def _append_new_rows(self, conn: Conn, index: OwnerIndex, user_id: str) -> None:
+        """Append the owner's rows past the index's last rowid, read in batches through a
+        server-side cursor (a large owner's rows never all exist as Python objects at once); a
+        new index gets its final size at once."""
+        if index.size == 0:
+            row = self._run(
+                conn, "SELECT COUNT(*) FROM memories WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            index.reserve(int(row[0]) if row else 0)
+        self._trace(_INDEX_ROWS)
+        with conn.cursor(name=f"prme_index_{next(_cursors)}", binary=True) as cursor:
+            cursor.execute(_INDEX_ROWS, (user_id, index.max_rowid))
+            while rows := cursor.fetchmany(INDEX_BATCH_ROWS):
+                entities: dict[int, list[str]] = {}
+                for rowid, name in self._run(
+                    conn,
+                    "SELECT memory_rowid, name FROM entities WHERE user_id = %s"
+                    " AND memory_rowid BETWEEN %s AND %s ORDER BY memory_rowid, name",
+                    (user_id, rows[0][0], rows[-1][0]),
+                ):
+                    entities.setdefault(int(rowid), []).append(str(name))
+                raw = b"".join(bytes(r[-1])[4:] for r in rows)
+                vectors = np.frombuffer(raw, dtype=">f4").astype(np.float32)
+                index.append(
+                    [index_row(r, int(r[-2])) for r in rows],
+                    vectors.reshape(len(rows), index.dimension),
+                    entities,
+                )
+
+    def _index_root(self) -> Path:
+        """Where the owner indexes this store loads or saves are kept on this host
+        (:mod:`prme.storage.postgres.saved_index`; memory-mapped): under the index cache, one
+        directory per pack location and pack id, else a private temporary directory."""
+        if self._workdir is None:
+            if self._index_cache is None:
+                self._workdir = Path(tempfile.mkdtemp(prefix="prme-pg-index-"))
+            else:
+                where = f"{self.storage_name}\n{self._pack_id}".encode()
+                self._workdir = self._index_cache / hashlib.sha256(where).hexdigest()[:32]
+                self._workdir.mkdir(parents=True, exist_ok=True)
+        return self._workdir
+
+    def _save_index(self, user_id: str, index: OwnerIndex) -> None:
+        """Save the owner's index in the pack, in a transaction of its own (skipped while
+        another process saves it; a failure keeps it in memory only)."""
+        stamp = IndexStamp(
+            self._pack_id, user_id, index.delete_seq, index.dimension, index.size, index.max_rowid
+        )
+        lock = lock_key(self.schema, "owner-index", user_id)
+        try:
+            with self._guard(), self._pool.connection() as conn, conn.transaction():
+                row = self._run(conn, "SELECT pg_try_advisory_xact_lock(%s)", (lock,)).fetchone()
+                if not (row and row[0]):
+                    return
+                saved_index.save(self._trace, conn, self._index_root(), stamp, index, self.attest)
+        except (OSError, psycopg.Error, StorageUnavailableError):
+            return
+        index.saved_size = index.size
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int

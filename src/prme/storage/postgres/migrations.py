@@ -303,6 +303,30 @@ def _v5(conn: Conn, s: str, v: str) -> None:
     )
 
 
+def _v6(conn: Conn, s: str, v: str) -> None:
+    """Saved owner indexes (:mod:`prme.storage.postgres.saved_index`): an owner's index files
+    (the SQLite pack's ``index/`` format, :mod:`prme.index.index_file`, and its HNSW segment
+    files) stored as parts, with a stamp row saying what they were made from, so a new process
+    loads the owner's index instead of rebuilding it. A cache: it may always be deleted."""
+    del v
+    statements = [
+        f"""CREATE TABLE {s}.owner_indexes (
+            user_id text COLLATE "C" PRIMARY KEY,
+            manifest text NOT NULL,
+            attestation text NOT NULL)""",
+        f"""CREATE TABLE {s}.owner_index_parts (
+            user_id text COLLATE "C" NOT NULL,
+            name text COLLATE "C" NOT NULL,
+            part integer NOT NULL,
+            data bytea NOT NULL,
+            PRIMARY KEY (user_id, name, part))""",
+        # float arrays and HNSW graphs barely compress: stored out of line, uncompressed
+        f"ALTER TABLE {s}.owner_index_parts ALTER COLUMN data SET STORAGE EXTERNAL",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: ``apply(conn, schema, vector_schema)`` inside the upgrade transaction."""
@@ -318,6 +342,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "per-owner lexical statistics", _v3),
     Migration(4, "per-owner content write sequences", _v4),
     Migration(5, "kept pack digest and compact receipts", _v5),
+    Migration(6, "saved owner indexes", _v6),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -71,9 +71,12 @@ def import_rows(
 
 
 def finish_import(conn: Conn) -> None:
-    """Rebuild the owners' BM25 statistics and move the log's sequence past its rows."""
+    """Rebuild the owners' BM25 statistics, move the log's sequence past its rows, and drop
+    any saved owner index (the rows were written directly: they are rebuilt from them)."""
     for statement in lexical_statistics_rebuild():
         conn.execute(statement)
+    conn.execute("DELETE FROM owner_index_parts")
+    conn.execute("DELETE FROM owner_indexes")
     conn.execute(
         "SELECT setval(pg_get_serial_sequence('oplog', 'seq'),"
         " GREATEST(MAX(seq), 1), MAX(seq) IS NOT NULL) FROM oplog"

@@ -10,8 +10,10 @@ tell them apart except through the feature identity (``storage: postgres``, ``le
   the pack's embedder is bound). Vector search runs in the in-process :class:`OwnerIndex`,
   refreshed incrementally from ``write_seq`` exactly as on SQLite: exact cosine, or the same
   deterministic HNSW segments past the engine's ``vector_index_min_rows``
-  (:mod:`prme.index.ann`; the feature identity's ``vector_search``), which are kept in
-  memory only (each process builds them on first use); pgvector's own HNSW is not used.
+  (:mod:`prme.index.ann`; the feature identity's ``vector_search``); pgvector's own HNSW
+  is not used. A large owner's index (and its segments) is saved in the pack itself
+  (``owner_indexes``, :mod:`prme.storage.postgres.saved_index`, the SQLite pack's file
+  format), so a new process loads it instead of rebuilding it.
 - **One writer for content**: content writes take a pack-wide transaction-scoped advisory lock,
   so row ids grow in commit order and the incremental index refresh never misses a row.
 - **Lexical search**: a ``tsvector`` and token count derived from the content on insert (a
@@ -45,9 +47,11 @@ import hashlib
 import hmac
 import json
 import math
+import shutil
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -111,6 +115,11 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         synchronous_commit: ``off`` (default) matches the SQLite pack's ``synchronous=NORMAL``
             in WAL mode: a crash may lose the last moments of commits, never corrupts them;
             ``on`` waits for the WAL flush on every commit (about one disk sync each).
+        index_cache: a directory on this host where the owners' saved indexes are kept once
+            read from the pack (:mod:`prme.storage.postgres.saved_index`), so that later
+            processes map them instead of reading them again; a copy is used only while the
+            pack's attested manifest still names it. None: a private temporary directory,
+            deleted on close.
 
     Raises:
         StorageUnavailableError: the server cannot be reached.
@@ -133,6 +142,7 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         upgrade: bool = True,
         synchronous_commit: str = "off",
         create: bool = True,
+        index_cache: str | Path | None = None,
     ) -> None:
         if synchronous_commit not in _SYNCHRONOUS_COMMIT:
             raise InvalidInputError(
@@ -151,6 +161,8 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         self._ann: AnnPolicy | None = None
         self._embedder: dict[str, Any] | None = None
         self._closed = False
+        self._workdir: Path | None = None
+        self._index_cache = None if index_cache is None else Path(index_cache)
         connect_timeout = max(1, math.ceil(timeout))
         with (
             self._guard(),
@@ -294,6 +306,8 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         if not self._closed:
             self._closed = True
             self._pool.close()
+            if self._workdir is not None and self._index_cache is None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
 
     @contextmanager
     def serialized(self, key: str) -> Iterator[None]:

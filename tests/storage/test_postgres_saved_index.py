@@ -1,0 +1,322 @@
+"""The PostgreSQL pack saves large owners' indexes in the pack itself (``owner_indexes``), so a
+new process loads them instead of rebuilding them; a saved index that does not match the
+database (stale after a write, update or delete, another owner's, tampered) is never served.
+
+Whether an index was loaded or rebuilt is observed without timing: a loaded index maps its saved
+vectors (``np.memmap``) and records its saved size, and a reader that must not rebuild has
+``OwnerIndex.append`` and ``build_segment`` made to fail."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from conftest import FakeClock, make_config
+
+from prme import MemoryClient
+from prme.config import RetrievalConfig
+from prme.index import owner_index
+from prme.index.ann import segment_ranges
+from prme.index.owner_index import OwnerIndex
+from prme.storage.postgres import PostgresStore, drop_schema, saved_index
+
+pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+
+QUERY = "aster postgres latency"
+AT = datetime(2027, 1, 1, tzinfo=UTC)
+ROWS = 300
+WORDS = [
+    "aster",
+    "basalt",
+    "cobalt",
+    "postgres",
+    "redis",
+    "latency",
+    "lisbon",
+    "review",
+    "budget",
+    "deploy",
+    "friday",
+]
+
+
+def sentences(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(8)) + f" item {i}" for i in range(count)]
+
+
+@pytest.fixture
+def pack(
+    postgres_url: str, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., MemoryClient]]:
+    """Clients on one fresh schema; each opens its own store (a new process's view)."""
+    del backend
+    monkeypatch.setattr(saved_index, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
+    schema = f"t_saved_{time.monotonic_ns() % 10**12}"
+    drop_schema(postgres_url, schema)
+    opened: list[MemoryClient] = []
+
+    def open_client(
+        *, trace: list[str] | None = None, cache: Path | None = None, **retrieval: Any
+    ) -> MemoryClient:
+        store = PostgresStore(
+            postgres_url,
+            schema=schema,
+            tracer=None if trace is None else trace.append,
+            index_cache=cache,
+        )
+        config = make_config(retrieval=RetrievalConfig(**retrieval))
+        client = MemoryClient(config=config, clock=FakeClock(), store=store)
+        opened.append(client)
+        return client
+
+    yield open_client
+    for client in opened:
+        client.close()
+    drop_schema(postgres_url, schema)
+
+
+def _ranked(client: MemoryClient, user_id: str = "alice") -> list[tuple[str, float]]:
+    response = client.retrieve(QUERY, user_id=user_id, scope="project", reference_time=AT)
+    return [(str(r.node.id), r.composite_score) for r in response.results]
+
+
+def _fill(writer: MemoryClient) -> None:
+    texts = sentences(ROWS, seed=7)
+    writer.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
+    writer.store_many([{"content": t, "scope": "project"} for t in texts[:20]], user_id="bob")
+
+
+def _no_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the owner index was rebuilt from the rows")
+
+    monkeypatch.setattr(OwnerIndex, "append", refuse)
+    monkeypatch.setattr(owner_index, "build_segment", refuse)
+
+
+def _saved_owners(client: MemoryClient) -> list[str]:
+    store = client.engine.store
+    assert isinstance(store, PostgresStore)
+    with store.transaction() as conn:
+        rows = conn.execute("SELECT user_id FROM owner_indexes ORDER BY user_id").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _sql(client: MemoryClient, sql: str, params: tuple[Any, ...] = ()) -> None:
+    store = client.engine.store
+    assert isinstance(store, PostgresStore)
+    with store.transaction() as conn:
+        conn.execute(sql, params)
+
+
+def test_a_new_process_loads_the_saved_index_and_does_not_rebuild_it(
+    pack: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = pack()
+    _fill(writer)
+    first = _ranked(writer)
+    assert _saved_owners(writer) == ["alice"]  # bob (20 rows) stays below the threshold
+
+    trace: list[str] = []
+    reader = pack(trace=trace)
+    with monkeypatch.context() as patch:
+        _no_rebuild(patch)
+        assert _ranked(reader) == first
+    assert any("FROM owner_index_parts" in sql for sql in trace)
+    loaded = reader.engine.store.owner_index("alice")
+    assert loaded is not None and loaded.size == loaded.saved_size == ROWS
+    assert isinstance(loaded.vectors, np.memmap)  # the saved vectors, not rows read again
+
+    # rows written since the save are appended to the loaded index: the same results as an
+    # index rebuilt from the rows alone
+    new = writer.store("aster postgres latency lisbon", user_id="alice", scope="project")
+    appended = pack()
+    ranked = _ranked(appended)
+    ix = appended.engine.store.owner_index("alice")
+    assert ix is not None and ix.saved_size == ROWS and ix.size == ROWS + 1
+    assert new in {node_id for node_id, _ in ranked}
+    _sql(writer, "DELETE FROM owner_indexes")
+    rebuilt = pack()
+    assert _ranked(rebuilt) == ranked
+    ix = rebuilt.engine.store.owner_index("alice")
+    assert ix is not None and not isinstance(ix.vectors, np.memmap)
+
+
+@pytest.mark.parametrize("write", ["delete", "update"])
+def test_a_saved_index_is_stale_after_a_delete_or_update(
+    pack: Callable[..., MemoryClient], write: str
+) -> None:
+    writer = pack()
+    _fill(writer)
+    top = _ranked(writer)[0][0]
+    pack().engine.store.owner_index("alice")  # loaded from the save, held by that process
+    if write == "delete":
+        assert writer.delete(top, user_id="alice")
+    else:
+        writer.update(top, user_id="alice", content="nothing relevant here at all")
+    reader = pack()
+    ranked = _ranked(reader)
+    assert top not in {node_id for node_id, _ in ranked}
+    ix = reader.engine.store.owner_index("alice")
+    assert ix is not None and not isinstance(ix.vectors, np.memmap)  # rebuilt, not loaded
+    # the rebuild was saved again, and that save serves the next process
+    again = pack()
+    assert _ranked(again) == ranked
+    loaded = again.engine.store.owner_index("alice")
+    assert loaded is not None and isinstance(loaded.vectors, np.memmap)
+
+
+def test_a_saved_index_never_serves_another_owner(pack: Callable[..., MemoryClient]) -> None:
+    writer = pack()
+    _fill(writer)
+    _ranked(writer)
+    # alice's saved index (manifest, attestation and parts) under bob's name
+    _sql(writer, "DELETE FROM owner_indexes WHERE user_id = 'bob'")
+    _sql(
+        writer,
+        "INSERT INTO owner_indexes SELECT 'bob', manifest, attestation FROM owner_indexes"
+        " WHERE user_id = 'alice'",
+    )
+    _sql(
+        writer,
+        "INSERT INTO owner_index_parts SELECT 'bob', name, part, data FROM owner_index_parts"
+        " WHERE user_id = 'alice'",
+    )
+    reader = pack()
+    response = reader.retrieve(QUERY, user_id="bob", scope="project", reference_time=AT)
+    assert response.results and {r.node.user_id for r in response.results} == {"bob"}
+    ix = reader.engine.store.owner_index("bob")
+    assert ix is not None and ix.size == 20 and ix.saved_size == 0
+
+
+@pytest.mark.parametrize("damage", ["part", "manifest", "missing part"])
+def test_a_tampered_saved_index_is_rejected_and_rebuilt(
+    pack: Callable[..., MemoryClient], damage: str
+) -> None:
+    writer = pack()
+    _fill(writer)
+    first = _ranked(writer)
+    if damage == "part":  # one byte of the saved vectors changed
+        _sql(
+            writer,
+            "UPDATE owner_index_parts SET data = overlay(data placing '\\x01'::bytea from 200)"
+            " WHERE user_id = 'alice' AND name = 'vectors.npy' AND part = 0",
+        )
+    elif damage == "manifest":  # the stamp edited without the pack's secret
+        _sql(
+            writer,
+            "UPDATE owner_indexes SET manifest = replace(manifest, '\"delete_seq\": ',"
+            " '\"delete_seq\": 1') WHERE user_id = 'alice'",
+        )
+    else:
+        _sql(writer, "DELETE FROM owner_index_parts WHERE user_id = 'alice' AND name = 'ids.npy'")
+    reader = pack()
+    assert _ranked(reader) == first
+    ix = reader.engine.store.owner_index("alice")
+    assert ix is not None and ix.size == ROWS and not isinstance(ix.vectors, np.memmap)
+    assert pack().engine.store.owner_index("alice").saved_size == ROWS  # saved again
+
+
+def test_saved_segments_are_loaded_not_rebuilt(
+    pack: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = {"vector_index": "hnsw", "vector_index_min_rows": 64}
+    writer = pack(**settings)
+    _fill(writer)
+    first = _ranked(writer)
+    store = writer.engine.store
+    assert isinstance(store, PostgresStore)
+    with store.transaction() as conn:
+        (names,) = conn.execute(
+            "SELECT count(DISTINCT name) FROM owner_index_parts WHERE user_id = 'alice'"
+            " AND name LIKE 'ann/%%'"
+        ).fetchone() or (0,)
+    ix = store.owner_index("alice")
+    assert ix is not None and ix.ann is not None
+    assert names == len(segment_ranges(ROWS, ix.ann)) > 0
+    reader = pack(**settings)
+    with monkeypatch.context() as patch:
+        _no_rebuild(patch)
+        assert _ranked(reader) == first
+
+
+def test_an_import_drops_saved_indexes(
+    pack: Callable[..., MemoryClient], postgres_url: str
+) -> None:
+    writer = pack()
+    _fill(writer)
+    _ranked(writer)
+    assert _saved_owners(writer) == ["alice"]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        schema = writer.engine.store.schema  # type: ignore[attr-defined]
+        conn.execute(f"SET search_path TO {schema}")
+        from prme.storage.postgres.pack import finish_import
+
+        finish_import(conn)
+    assert _saved_owners(writer) == []
+
+
+def test_an_index_read_in_batches_is_the_index_read_at_once(
+    pack: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prme.index.owner_index import NUMERIC_COLUMNS
+    from prme.storage.postgres import memory_rows
+
+    writer = pack()
+    texts = [f"Aster met Basalt in Lisbon about {t}" for t in sentences(50, seed=9)]
+    writer.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
+    whole = pack().engine.store.owner_index("alice")
+    monkeypatch.setattr(memory_rows, "INDEX_BATCH_ROWS", 7)
+    batched = pack().engine.store.owner_index("alice")
+    assert whole is not None and batched is not None and batched.size == whole.size == 50
+    for name, _ in NUMERIC_COLUMNS:
+        np.testing.assert_array_equal(batched.col(name), whole.col(name))
+    np.testing.assert_array_equal(batched.vectors[:50], whole.vectors[:50])
+    assert batched.ids == whole.ids
+    assert [batched.names_at(p) for p in range(50)] == [whole.names_at(p) for p in range(50)]
+    assert whole.names_at(0) == ["aster", "basalt", "lisbon"]
+
+
+def test_a_host_cache_serves_later_processes_while_the_pack_still_names_it(
+    pack: Callable[..., MemoryClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = pack(cache=tmp_path / "writer")
+    _fill(writer)
+    first = _ranked(writer)
+    # a process on the writer's host maps the copy the save left there: no part is read
+    trace: list[str] = []
+    same_host = pack(trace=trace, cache=tmp_path / "writer")
+    with monkeypatch.context() as patch:
+        _no_rebuild(patch)
+        assert _ranked(same_host) == first
+    assert not any("FROM owner_index_parts" in sql for sql in trace)
+    # another host reads the parts once, then its later processes use its own copy
+    trace = []
+    other = pack(trace=trace, cache=tmp_path / "other")
+    assert _ranked(other) == first and any("FROM owner_index_parts" in sql for sql in trace)
+    trace = []
+    assert _ranked(pack(trace=trace, cache=tmp_path / "other")) == first
+    assert not any("FROM owner_index_parts" in sql for sql in trace)
+    # a new save (the owner grew) is not the copy the other host holds: read again
+    more = sentences(ROWS, seed=11)
+    writer.store_many([{"content": t, "scope": "project"} for t in more], user_id="alice")
+    grown = _ranked(writer)
+    trace = []
+    again = pack(trace=trace, cache=tmp_path / "other")
+    assert _ranked(again) == grown and any("FROM owner_index_parts" in sql for sql in trace)
+    ix = again.engine.store.owner_index("alice")
+    assert ix is not None and ix.saved_size == 2 * ROWS
+    # a delete makes every copy stale, wherever it is kept
+    assert writer.delete(grown[0][0], user_id="alice")
+    after = pack(cache=tmp_path / "other")
+    assert grown[0][0] not in {node_id for node_id, _ in _ranked(after)}
+    ix = after.engine.store.owner_index("alice")
+    assert ix is not None and not isinstance(ix.vectors, np.memmap)
