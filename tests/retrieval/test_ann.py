@@ -306,6 +306,17 @@ def test_a_reopened_pack_loads_the_saved_owner_index(
     loaded = reader.engine.store.owner_index("alice")
     assert loaded is not None and loaded.saved_size == len(texts)
     assert isinstance(loaded.vectors, np.memmap)  # not read into memory
+    # nor anything else: the columns, the graph's arrays and the strings are mapped too, and
+    # a string is decoded when read
+    from prme.index.strings import StringColumn
+
+    assert all(isinstance(loaded.columns[name], np.memmap) for name, _ in NUMERIC_COLUMNS)
+    assert isinstance(loaded.graph.positions, np.memmap)
+    assert all(isinstance(c, StringColumn) for c in (loaded.ids, loaded.evidence))
+    built = writer.engine.store.owner_index("alice")
+    assert built is not None and isinstance(built.ids, list)
+    assert list(loaded.ids) == built.ids and list(loaded.content_sha256) == built.content_sha256
+    assert list(loaded.evidence) == built.evidence
 
     # rows written since the save are appended to the loaded index: the same results as an
     # index rebuilt from the rows alone

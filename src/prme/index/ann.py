@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from prme.index import strings
+
 METHOD = "usearch-hnsw"
 METRIC = "cos"
 
@@ -104,13 +106,13 @@ def segment_ranges(size: int, policy: AnnPolicy) -> list[tuple[int, int]]:
     return ranges
 
 
-def segment_key(policy: AnnPolicy, dimension: int, ids: Sequence[str]) -> str:
-    """What a segment's graph is a function of: the policy, the dimension and its memory ids
-    in position order (a memory's vector never changes)."""
+def segment_key(policy: AnnPolicy, dimension: int, ids: Sequence[str], start: int, end: int) -> str:
+    """What the graph over positions ``[start, end)`` is a function of: the policy, the
+    dimension and those positions' memory ids in order (a memory's vector never changes)."""
     digest = hashlib.sha256()
     digest.update(repr(sorted(policy.identity().items())).encode())
     digest.update(f"\n{dimension}\n".encode())
-    digest.update("\n".join(ids).encode())
+    digest.update(strings.joined(ids, start, end))
     return digest.hexdigest()[:40]
 
 

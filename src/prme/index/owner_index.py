@@ -36,6 +36,7 @@ from prme.index.ann import (
     segment_ranges,
 )
 from prme.index.entity_graph import EntityGraph
+from prme.index.strings import StringColumn
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -130,9 +131,10 @@ class OwnerIndex:
     size: int = 0
     columns: dict[str, npt.NDArray[Any]] = field(default_factory=dict)
     vectors: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    ids: list[str] = field(default_factory=list)
-    content_sha256: list[str] = field(default_factory=list)
-    evidence: list[str] = field(default_factory=list)
+    # (lists, or loaded from a saved index: memory-mapped and decoded when read)
+    ids: list[str] | StringColumn = field(default_factory=list)
+    content_sha256: list[str] | StringColumn = field(default_factory=list)
+    evidence: list[str] | StringColumn = field(default_factory=list)
     # the entity graph: arrays for positions below graph.size, plus the links appended since
     # (name -> positions, and each later position's names)
     graph: EntityGraph = field(default_factory=EntityGraph.empty)
@@ -326,7 +328,7 @@ class OwnerIndex:
                 return found
             path = None
             if self.ann_dir is not None:
-                key = segment_key(self.ann, self.dimension, self.ids[start:end])
+                key = segment_key(self.ann, self.dimension, self.ids, start, end)
                 path = self.ann_dir / f"{key}.usearch"
                 found = load_segment(path, start, end, self.ann, self.dimension)
             if found is None:
