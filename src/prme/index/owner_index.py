@@ -372,6 +372,30 @@ class OwnerIndex:
             return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
         return chosen, cosines
 
+    def widened(
+        self,
+        scores: VectorScores,
+        found: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]],
+        extra: Sequence[npt.NDArray[np.int64]],
+        mask: npt.NDArray[np.bool_],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """An approximate search's hits ``found`` (:meth:`top_k`) with the masked positions of
+        ``extra`` (the other channels' candidates) rescored among them: the best
+        ``len(found[0])`` of both by exact cosine, then position. The approximate search can
+        miss a row another channel found; this way the vector channel still ranks it. Exact
+        scans' hits, and a policy that does not rescore, are returned as they are."""
+        positions = found[0]
+        if not isinstance(scores, QueryScores) or positions.size == 0:
+            return found
+        if self.ann is None or not self.ann.rescore_channels or not extra:
+            return found
+        more = np.concatenate([np.asarray(e, np.int64) for e in extra])
+        more = more[(more >= 0) & (more < self.size)]
+        pool = np.union1d(positions, more[mask[more]])
+        if pool.size == positions.size:
+            return found
+        return rescore_top_k(pool, scores.query, self.vectors, positions.size, exact_dot)
+
     def top_k(
         self, scores: VectorScores, mask: npt.NDArray[np.bool_], k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
