@@ -453,3 +453,17 @@ def test_a_segment_file_does_not_depend_on_search_settings(tmp_path: Path) -> No
     files = sorted(tmp_path.glob("*.usearch"))
     build(vectors, wide, tmp_path).vector_search(vectors[0], mask, 10)
     assert sorted(tmp_path.glob("*.usearch")) == files
+
+
+def test_a_built_segment_is_searched_through_its_saved_file(tmp_path: Path) -> None:
+    """Once saved, a segment's graph is the memory-mapped file (its pages are the page
+    cache's), not the copy built in memory; without a directory it stays in memory."""
+    vectors = embedded(600, seed=13)
+    mask = np.ones(600, dtype=np.bool_)
+    saved, kept = build(vectors, POLICY, tmp_path), build(vectors, POLICY)
+    first = saved.vector_search(vectors[1], mask, 10)
+    second = kept.vector_search(vectors[1], mask, 10)
+    np.testing.assert_array_equal(first[0], second[0])
+    for (a, b), segment in saved.segments.items():
+        graph, built = segment._graph, kept.segments[(a, b)]._graph
+        assert graph.memory_usage < built.memory_usage // 10

@@ -337,6 +337,9 @@ class OwnerIndex:
                     with suppress(OSError):
                         save_segment(found, path)
                         self._log_segment(path.stem)
+                        # searched through the saved file from now on: its pages are the
+                        # page cache's, so the built graph's memory is returned
+                        found = load_segment(path, start, end, self.ann, self.dimension) or found
             self.segments[(start, end)] = found
             return found
 
