@@ -41,7 +41,7 @@ class RetrievalConfig(_Section):
     # default until the index meets its goals at 1M rows (measured recall@10 0.935 against
     # 0.98 wanted, and a first build that blocks a retrieval for minutes).
     vector_index: Literal["exact", "hnsw"] = "exact"
-    vector_index_min_rows: int = Field(default=65536, ge=16, le=1 << 30)
+    vector_index_min_rows: int = Field(default=131072, ge=16, le=1 << 30)
     default_limit: int = Field(default=20, ge=0, le=MAX_RESULT_LIMIT)
     token_budget: int = Field(default=4096, ge=0, le=MAX_TOKEN_BUDGET)
     unverified_confidence_threshold: float = Field(default=0.30, ge=0.0, le=1.0)

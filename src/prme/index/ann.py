@@ -54,9 +54,10 @@ def library_version() -> str:
 class AnnPolicy:
     """When and how the vector channel searches approximately (all of it is identity)."""
 
-    # Exact scans below this many rows: past two chunks, the segments' searches cost less than
-    # one exact scan (at 100k rows of the benchmark workload, 2 segments against 100k cosines).
-    min_rows: int = 65536
+    # Exact scans below this many rows. At 100k rows of the benchmark workload the segments'
+    # searches (2 graphs, 500 neighbours each) cost what one exact scan costs (retrieve 16 ms
+    # CPU either way), so the graphs start past that, where a scan keeps growing.
+    min_rows: int = 131072
     chunk_rows: int = 32768  # segments hold whole chunks; at most this many rows in the tail
     # Sparse embeddings (the hashing embedder's) give graphs of low navigability: 48 links and
     # a wide build keep recall@10 at 0.98 or more where 24 links gave 0.935 at 1M rows.
