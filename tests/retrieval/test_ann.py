@@ -306,6 +306,17 @@ def test_a_reopened_pack_loads_the_saved_owner_index(
     loaded = reader.engine.store.owner_index("alice")
     assert loaded is not None and loaded.saved_size == len(texts)
     assert isinstance(loaded.vectors, np.memmap)  # not read into memory
+    # nor anything else: the columns, the graph's arrays and the strings are mapped too, and
+    # a string is decoded when read
+    from prme.index.strings import StringColumn
+
+    assert all(isinstance(loaded.columns[name], np.memmap) for name, _ in NUMERIC_COLUMNS)
+    assert isinstance(loaded.graph.positions, np.memmap)
+    assert all(isinstance(c, StringColumn) for c in (loaded.ids, loaded.evidence))
+    built = writer.engine.store.owner_index("alice")
+    assert built is not None and isinstance(built.ids, list)
+    assert list(loaded.ids) == built.ids and list(loaded.content_sha256) == built.content_sha256
+    assert list(loaded.evidence) == built.evidence
 
     # rows written since the save are appended to the loaded index: the same results as an
     # index rebuilt from the rows alone
@@ -395,3 +406,64 @@ def test_an_index_read_in_batches_is_the_index_read_at_once(
     assert batched.ids == whole.ids
     assert [batched.names_at(p) for p in range(50)] == [whole.names_at(p) for p in range(50)]
     assert whole.names_at(0) == ["aster", "basalt", "lisbon"]  # entity names are folded
+
+
+def test_other_channels_candidates_compete_for_the_approximate_channels_places() -> None:
+    vectors = embedded(1200, seed=11)
+    ann, exact = build(vectors, POLICY), build(vectors, None)
+    query = vectors[5]
+    mask = np.ones(ann.size, dtype=np.bool_)
+    best = exact.top_k(exact.cosines(query), mask, 20)
+    # what an approximate search that missed the best rows would have returned
+    missed = (best[0][10:], best[1][10:])
+    scores = ann.scores(query)
+    extra = [best[0][:3], np.array([best[0][3], 10_000, -1], np.int64)]  # out of range: ignored
+    positions, cosines = ann.widened(scores, missed, extra, mask)
+    assert len(positions) == 10  # as many places as the search filled
+    np.testing.assert_array_equal(positions[:4], best[0][:4])
+    np.testing.assert_array_equal(cosines, exact.cosines(query)[positions])
+    assert list(np.lexsort((positions, -cosines))) == list(range(10))
+    # out of the mask: not taken
+    outside = mask.copy()
+    outside[best[0][:3]] = False
+    assert not set(ann.widened(scores, missed, extra, outside)[0][:3]) & set(best[0][:3])
+    # an exact scan's hits are the best already; a policy may turn the widening off
+    assert exact.widened(exact.cosines(query), missed, extra, mask) is missed
+    plain = build(vectors, AnnPolicy(min_rows=256, chunk_rows=256, rescore_channels=False))
+    assert plain.widened(plain.scores(query), missed, extra, mask) is missed
+
+
+def test_a_segment_file_does_not_depend_on_search_settings(tmp_path: Path) -> None:
+    """Search-time settings change the identity (a profile is inapplicable across them) but
+    not the graphs: a saved segment serves every expansion_search."""
+    from dataclasses import replace
+
+    from prme.index.ann import segment_key
+
+    vectors = embedded(600, seed=12)
+    wide = replace(POLICY, expansion_search=2048)
+    assert wide.identity() != POLICY.identity()
+    ids = [f"m{i}" for i in range(600)]
+    assert segment_key(wide, 64, ids, 0, 256) == segment_key(POLICY, 64, ids, 0, 256)
+    assert segment_key(replace(POLICY, connectivity=16), 64, ids, 0, 256) != segment_key(
+        POLICY, 64, ids, 0, 256
+    )
+    mask = np.ones(600, dtype=np.bool_)
+    build(vectors, POLICY, tmp_path).vector_search(vectors[0], mask, 10)
+    files = sorted(tmp_path.glob("*.usearch"))
+    build(vectors, wide, tmp_path).vector_search(vectors[0], mask, 10)
+    assert sorted(tmp_path.glob("*.usearch")) == files
+
+
+def test_a_built_segment_is_searched_through_its_saved_file(tmp_path: Path) -> None:
+    """Once saved, a segment's graph is the memory-mapped file (its pages are the page
+    cache's), not the copy built in memory; without a directory it stays in memory."""
+    vectors = embedded(600, seed=13)
+    mask = np.ones(600, dtype=np.bool_)
+    saved, kept = build(vectors, POLICY, tmp_path), build(vectors, POLICY)
+    first = saved.vector_search(vectors[1], mask, 10)
+    second = kept.vector_search(vectors[1], mask, 10)
+    np.testing.assert_array_equal(first[0], second[0])
+    for (a, b), segment in saved.segments.items():
+        graph, built = segment._graph, kept.segments[(a, b)]._graph
+        assert graph.memory_usage < built.memory_usage // 10

@@ -25,12 +25,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from prme.index import strings
 from prme.index.ann import segment_key, segment_ranges
 from prme.index.entity_graph import EntityGraph
 from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
+from prme.index.strings import StringColumn
 
-FORMAT = 1
+FORMAT = 2  # 2: every array its own .npy (memory-mapped), strings as blob + offsets
 META = "meta.json"
+STRING_COLUMNS = ("ids", "content_sha256", "evidence")
+GRAPH_ARRAYS = ("offsets", "positions", "position_offsets", "name_ids")
 SEGMENTS = "segments.json"  # the ANN segment files the saved index uses (their keys)
 
 
@@ -79,19 +83,22 @@ def read_stamp(directory: Path) -> IndexStamp | None:
         return None
 
 
-def _strings(values: list[str]) -> npt.NDArray[np.bytes_]:
-    return np.array([v.encode() for v in values], dtype=np.bytes_)
-
-
-def _decoded(array: npt.NDArray[Any]) -> list[str]:
-    return [v.decode() for v in array.tolist()]
+def _mapped(path: Path, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A saved array, memory-mapped (read-only; an index that grows copies it first)."""
+    try:
+        array: npt.NDArray[Any] = np.load(path, mmap_mode="r")
+    except ValueError:  # an empty array cannot be mapped
+        array = np.load(path)
+    if array.dtype != np.dtype(dtype) or array.ndim != 1:
+        raise ValueError(f"{path.name}: unexpected {array.dtype} {array.shape}")
+    return array
 
 
 def segment_keys(index: OwnerIndex, ranges: list[tuple[int, int]]) -> set[str]:
     """The file keys of ``index``'s ANN segments over ``ranges`` (none without a policy)."""
     if index.ann is None:
         return set()
-    return {segment_key(index.ann, index.dimension, index.ids[a:b]) for a, b in ranges}
+    return {segment_key(index.ann, index.dimension, index.ids, a, b) for a, b in ranges}
 
 
 def _listed_segments(directory: Path) -> set[str]:
@@ -137,19 +144,15 @@ def save(index: OwnerIndex, directory: Path, stamp: IndexStamp) -> None:
     partial.mkdir(parents=True)
     try:
         np.save(partial / "vectors.npy", np.ascontiguousarray(index.vectors[:size]))
-        columns: dict[str, Any] = {name: index.col(name) for name, _ in NUMERIC_COLUMNS}
-        np.savez(partial / "columns.npz", **columns)
-        np.save(partial / "ids.npy", _strings(index.ids[:size]))
-        np.save(partial / "content_sha256.npy", _strings(index.content_sha256[:size]))
-        (partial / "evidence.json").write_text(json.dumps(index.evidence[:size]), "utf-8")
+        for name, _ in NUMERIC_COLUMNS:
+            np.save(partial / f"column.{name}.npy", index.col(name))
+        for name in STRING_COLUMNS:
+            blob, offsets = strings.encode(getattr(index, name), size)
+            np.save(partial / f"{name}.blob.npy", blob)
+            np.save(partial / f"{name}.offsets.npy", offsets)
         (partial / "names.json").write_text(json.dumps(list(graph.names)), "utf-8")
-        np.savez(
-            partial / "graph.npz",
-            offsets=graph.offsets,
-            positions=graph.positions,
-            position_offsets=graph.position_offsets,
-            name_ids=graph.name_ids,
-        )
+        for name in GRAPH_ARRAYS:
+            np.save(partial / f"graph.{name}.npy", getattr(graph, name))
         (partial / SEGMENTS).write_text(json.dumps(sorted(current)), "utf-8")
         (partial / META).write_text(json.dumps(stamp.as_json()), "utf-8")
         old = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.old")
@@ -171,27 +174,33 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
     size = stamp.size
     try:
         vectors = np.load(directory / "vectors.npy", mmap_mode="r")
-        with np.load(directory / "columns.npz") as stored:
-            columns = {name: np.array(stored[name], dtype=dtype) for name, dtype in NUMERIC_COLUMNS}
-        ids = _decoded(np.load(directory / "ids.npy"))
-        sha = _decoded(np.load(directory / "content_sha256.npy"))
-        evidence = [str(e) for e in json.loads((directory / "evidence.json").read_text("utf-8"))]
-        names = tuple(str(n) for n in json.loads((directory / "names.json").read_text("utf-8")))
-        with np.load(directory / "graph.npz") as arrays:
-            graph = EntityGraph(
-                names,
-                np.array(arrays["offsets"], np.int64),
-                np.array(arrays["positions"], np.int64),
-                np.array(arrays["position_offsets"], np.int64),
-                np.array(arrays["name_ids"], np.int64),
+        columns = {
+            name: _mapped(directory / f"column.{name}.npy", dtype)
+            for name, dtype in NUMERIC_COLUMNS
+        }
+        texts = {
+            name: StringColumn(
+                _mapped(directory / f"{name}.blob.npy", np.uint8),
+                _mapped(directory / f"{name}.offsets.npy", np.int64),
             )
+            for name in STRING_COLUMNS
+        }
+        names = tuple(str(n) for n in json.loads((directory / "names.json").read_text("utf-8")))
+        arrays = {name: _mapped(directory / f"graph.{name}.npy", np.int64) for name in GRAPH_ARRAYS}
+        graph = EntityGraph(
+            names,
+            arrays["offsets"],
+            arrays["positions"],
+            arrays["position_offsets"],
+            arrays["name_ids"],
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
     shapes_ok = (
         vectors.shape == (size, stamp.dimension)
         and vectors.dtype == np.float32
         and all(len(c) == size for c in columns.values())
-        and len(ids) == len(sha) == len(evidence) == size
+        and all(len(t) == size for t in texts.values())
         and graph.size == size
     )
     if not shapes_ok or (size and int(columns["rowid"][-1]) != stamp.max_rowid):
@@ -201,9 +210,9 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
         size=size,
         columns=columns,
         vectors=vectors,
-        ids=ids,
-        content_sha256=sha,
-        evidence=evidence,
+        ids=texts["ids"],
+        content_sha256=texts["content_sha256"],
+        evidence=texts["evidence"],
         graph=graph,
         max_rowid=stamp.max_rowid,
         delete_seq=stamp.delete_seq,

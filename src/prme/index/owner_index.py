@@ -36,6 +36,7 @@ from prme.index.ann import (
     segment_ranges,
 )
 from prme.index.entity_graph import EntityGraph
+from prme.index.strings import StringColumn
 from prme.models.enums import (
     DecayProfile,
     EpistemicType,
@@ -130,9 +131,10 @@ class OwnerIndex:
     size: int = 0
     columns: dict[str, npt.NDArray[Any]] = field(default_factory=dict)
     vectors: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    ids: list[str] = field(default_factory=list)
-    content_sha256: list[str] = field(default_factory=list)
-    evidence: list[str] = field(default_factory=list)
+    # (lists, or loaded from a saved index: memory-mapped and decoded when read)
+    ids: list[str] | StringColumn = field(default_factory=list)
+    content_sha256: list[str] | StringColumn = field(default_factory=list)
+    evidence: list[str] | StringColumn = field(default_factory=list)
     # the entity graph: arrays for positions below graph.size, plus the links appended since
     # (name -> positions, and each later position's names)
     graph: EntityGraph = field(default_factory=EntityGraph.empty)
@@ -326,7 +328,7 @@ class OwnerIndex:
                 return found
             path = None
             if self.ann_dir is not None:
-                key = segment_key(self.ann, self.dimension, self.ids[start:end])
+                key = segment_key(self.ann, self.dimension, self.ids, start, end)
                 path = self.ann_dir / f"{key}.usearch"
                 found = load_segment(path, start, end, self.ann, self.dimension)
             if found is None:
@@ -335,6 +337,9 @@ class OwnerIndex:
                     with suppress(OSError):
                         save_segment(found, path)
                         self._log_segment(path.stem)
+                        # searched through the saved file from now on: its pages are the
+                        # page cache's, so the built graph's memory is returned
+                        found = load_segment(path, start, end, self.ann, self.dimension) or found
             self.segments[(start, end)] = found
             return found
 
@@ -369,6 +374,30 @@ class OwnerIndex:
         if chosen.size < min(k, allowed):  # the graphs found too few: scan the mask exactly
             return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
         return chosen, cosines
+
+    def widened(
+        self,
+        scores: VectorScores,
+        found: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]],
+        extra: Sequence[npt.NDArray[np.int64]],
+        mask: npt.NDArray[np.bool_],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """An approximate search's hits ``found`` (:meth:`top_k`) with the masked positions of
+        ``extra`` (the other channels' candidates) rescored among them: the best
+        ``len(found[0])`` of both by exact cosine, then position. The approximate search can
+        miss a row another channel found; this way the vector channel still ranks it. Exact
+        scans' hits, and a policy that does not rescore, are returned as they are."""
+        positions = found[0]
+        if not isinstance(scores, QueryScores) or positions.size == 0:
+            return found
+        if self.ann is None or not self.ann.rescore_channels or not extra:
+            return found
+        more = np.concatenate([np.asarray(e, np.int64) for e in extra])
+        more = more[(more >= 0) & (more < self.size)]
+        pool = np.union1d(positions, more[mask[more]])
+        if pool.size == positions.size:
+            return found
+        return rescore_top_k(pool, scores.query, self.vectors, positions.size, exact_dot)
 
     def top_k(
         self, scores: VectorScores, mask: npt.NDArray[np.bool_], k: int

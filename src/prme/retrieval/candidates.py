@@ -70,12 +70,15 @@ def channel_hits(
     the graph walk from the query's entity names and the pinned memories, all in scope.
 
     ``vector`` may be a function giving the scan: it is called last, so that a scan running
-    on the scan thread overlaps the other channels' work here."""
+    on the scan thread overlaps the other channels' work here. An approximate search's hits
+    are widened by the lexical and graph candidates (:meth:`OwnerIndex.widened`)."""
     lex_pos, lex_found = ix.positions_of([r for r, _ in lexical])
     lex_raw = np.array([s for _, s in lexical], dtype=np.float64)[lex_found]
     graph = ix.graph_search(entity_names, in_scope, graph_max_hops, graph_max_candidates)
     pinned = np.flatnonzero(ix.pinned_mask() & in_scope)[:PINNED_LIMIT]
     cosines, vec_pos, vec_cos = vector() if callable(vector) else vector
+    graph_pos = np.fromiter(graph, np.int64, len(graph))
+    vec_pos, vec_cos = ix.widened(cosines, (vec_pos, vec_cos), [lex_pos, graph_pos], in_scope)
     return ChannelHits(cosines, vec_pos, vec_cos, lex_pos, lex_raw, graph, pinned)
 
 

@@ -1,0 +1,93 @@
+"""A column of strings kept as one UTF-8 blob and offsets, decoded only when read.
+
+A saved owner index keeps its memory ids, content checksums and evidence references this way
+(:mod:`prme.index.index_file`): loading memory-maps the two arrays instead of decoding a
+million Python strings, and a retrieval decodes only the few it reads. Strings appended after
+loading are kept as a list. String ``i`` of the blob is ``blob[offsets[i]:offsets[i + 1] - 1]``
+(each is followed by a newline), so a run of consecutive strings joined by newlines is one
+slice of the blob (:meth:`StringColumn.joined`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+SEPARATOR = b"\n"
+
+
+def encode(values: Sequence[str], size: int) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """``values[:size]`` as (blob, offsets): each string's UTF-8 bytes followed by a newline
+    (a loaded column's blob is reused as it is)."""
+    if isinstance(values, StringColumn) and size <= values._stored:
+        end = int(values._offsets[size])
+        return np.asarray(values._blob[:end]), np.asarray(values._offsets[: size + 1])
+    parts = [v.encode() + SEPARATOR for v in values[:size]]
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum(np.fromiter((len(p) for p in parts), np.int64, len(parts)), out=offsets[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets
+
+
+class StringColumn(Sequence[str]):
+    """Strings from a blob (usually memory-mapped), then those appended since."""
+
+    def __init__(self, blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> None:
+        self._blob = blob
+        self._offsets = offsets
+        self._stored = len(offsets) - 1
+        self._appended: list[str] = []
+
+    def __len__(self) -> int:
+        return self._stored + len(self._appended)
+
+    def _one(self, i: int) -> str:
+        if i < 0:
+            i += len(self)
+        if i < 0 or i >= len(self):
+            raise IndexError(i)
+        if i >= self._stored:
+            return self._appended[i - self._stored]
+        start, end = int(self._offsets[i]), int(self._offsets[i + 1]) - 1
+        return bytes(self._blob[start:end]).decode()
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self._one(j) for j in range(*i.indices(len(self)))]
+        return self._one(int(i))
+
+    def __iter__(self) -> Iterator[str]:
+        for i in range(len(self)):
+            yield self._one(i)
+
+    def append(self, value: str) -> None:
+        self._appended.append(value)
+
+    def joined(self, start: int, end: int) -> bytes:
+        """Strings ``[start, end)`` joined by newlines, UTF-8 (a slice of the blob when they
+        were all loaded)."""
+        if end <= self._stored:
+            if end <= start:
+                return b""
+            return bytes(self._blob[int(self._offsets[start]) : int(self._offsets[end]) - 1])
+        return "\n".join(self[start:end]).encode()
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, (StringColumn, list)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def joined(values: Sequence[str], start: int, end: int) -> bytes:
+    """``"\\n".join(values[start:end])`` in UTF-8, for a list or a :class:`StringColumn`."""
+    if isinstance(values, StringColumn):
+        return values.joined(start, end)
+    return "\n".join(values[start:end]).encode()
