@@ -110,11 +110,12 @@ def _saved_owners(client: MemoryClient) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def _sql(client: MemoryClient, sql: str, params: tuple[Any, ...] = ()) -> None:
+def _sql(client: MemoryClient, sql: str, params: tuple[Any, ...] = ()) -> int:
+    """Run one statement on the pack's schema; how many rows it changed."""
     store = client.engine.store
     assert isinstance(store, PostgresStore)
     with store.transaction() as conn:
-        conn.execute(sql, params)
+        return int(conn.execute(sql, params).rowcount)
 
 
 def test_a_new_process_loads_the_saved_index_and_does_not_rebuild_it(
@@ -204,20 +205,25 @@ def test_a_tampered_saved_index_is_rejected_and_rebuilt(
     writer = pack()
     _fill(writer)
     first = _ranked(writer)
+    # each damage changes at least one stored row, so one that names no saved file fails here
     if damage == "part":  # one byte of the saved vectors changed
-        _sql(
+        changed = _sql(
             writer,
             "UPDATE owner_index_parts SET data = overlay(data placing '\\x01'::bytea from 200)"
             " WHERE user_id = 'alice' AND name = 'vectors.npy' AND part = 0",
         )
     elif damage == "manifest":  # the stamp edited without the pack's secret
-        _sql(
+        changed = _sql(
             writer,
             "UPDATE owner_indexes SET manifest = replace(manifest, '\"delete_seq\": ',"
             " '\"delete_seq\": 1') WHERE user_id = 'alice'",
         )
     else:
-        _sql(writer, "DELETE FROM owner_index_parts WHERE user_id = 'alice' AND name = 'ids.npy'")
+        changed = _sql(
+            writer,
+            "DELETE FROM owner_index_parts WHERE user_id = 'alice' AND name = 'ids.blob.npy'",
+        )
+    assert changed > 0
     reader = pack()
     assert _ranked(reader) == first
     ix = reader.engine.store.owner_index("alice")
