@@ -215,8 +215,8 @@ def test_a_tampered_saved_index_is_rejected_and_rebuilt(
     elif damage == "manifest":  # the stamp edited without the pack's secret
         changed = _sql(
             writer,
-            "UPDATE owner_indexes SET manifest = replace(manifest, '\"delete_seq\": ',"
-            " '\"delete_seq\": 1') WHERE user_id = 'alice'",
+            "UPDATE owner_indexes SET manifest = replace(manifest, '\"owner_delete_seq\": ',"
+            " '\"owner_delete_seq\": 1') WHERE user_id = 'alice'",
         )
     else:
         changed = _sql(

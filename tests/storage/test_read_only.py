@@ -207,3 +207,26 @@ def test_http_serves_a_read_only_pack(shared_dir: Path) -> None:
     status, detail = out["store"]
     assert status == 409 and "is read-only" in detail
     assert counts(pack) == before
+
+
+def test_a_read_only_pack_from_before_owner_delete_sequences_serves_retrievals(
+    shared_dir: Path,
+) -> None:
+    # A pack written before the owners' delete sequences has no owner_deletes table, and a
+    # read-only open cannot create it: the owner index is keyed by the pack-wide sequences.
+    pack = shared_dir / "pack"
+    make_pack(pack)
+    with sqlite3.connect(pack / DB_FILE) as db:
+        db.execute("DROP TABLE owner_deletes")
+    db.close()
+    read_only(pack)
+
+    def check() -> list[str]:
+        with MemoryClient(pack, config=CONFIG) as memory:
+            assert memory.read_only
+            response = memory.retrieve("Aster records", user_id="alice")
+            again = memory.retrieve("Aster records", user_id="alice")
+            assert [r.node.id for r in again.results] == [r.node.id for r in response.results]
+            return [r.node.content for r in response.results]
+
+    assert unprivileged(check) == ["Aster keeps its records in PostgreSQL."]

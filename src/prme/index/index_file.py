@@ -1,14 +1,17 @@
 """An owner index saved beside the pack, so a reopened pack does not rebuild it from rows.
 
-The files are a cache of what the database holds: the column arrays, the float32 vector
-matrix (memory-mapped when loaded, so only the rows a search touches become resident), the
-memory ids, content checksums and evidence, and the entity graph's CSR arrays. ``meta.json``
-is written last and stamps what the files were made from: the pack, the owner, the pack's
-delete sequence (moved by every delete and supersede, the only writes that change rows an index
-already holds), the dimension, and how many rows up to which rowid. The store loads the files
-only when the stamp matches the database (the owner's row count up to that rowid included), then
-appends the rows written since, as it does for an index kept in memory; anything else (a missing,
-partial, stale or unreadable directory) is ignored and the index is rebuilt from the rows.
+The files are a cache of what the database holds: the column arrays, the float32 vector matrix
+(memory-mapped when loaded, so only the rows a search touches become resident), the memory ids,
+content checksums and evidence, and the entity graph's CSR arrays. ``meta.json`` is written last
+and stamps what the files were made from: the pack, the owner, the owner's own delete sequence
+(moved by every delete and supersede of the owner's memories, the only writes that change rows
+an index already holds; another owner's never make it stale), the dimension, and how many rows
+up to which rowid. A stamp of the pack-wide delete sequence (``delete_seq``, saved before the
+owner's sequence existed) is not read: that index is rebuilt. The store loads the files only
+when the stamp matches the database (the owner's row count up to that rowid included), then
+appends the rows written since, as it does for an index kept in memory; anything else (a
+missing, partial, stale or unreadable directory) is ignored and the index is rebuilt from the
+rows.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class IndexStamp:
 
     pack_id: str
     user_id: str
-    delete_seq: int
+    delete_seq: int  # the owner's delete sequence (stored as ``owner_delete_seq``)
     dimension: int
     size: int
     max_rowid: int
@@ -54,7 +57,7 @@ class IndexStamp:
             "format": FORMAT,
             "pack_id": self.pack_id,
             "user_id": self.user_id,
-            "delete_seq": self.delete_seq,
+            "owner_delete_seq": self.delete_seq,
             "dimension": self.dimension,
             "size": self.size,
             "max_rowid": self.max_rowid,
@@ -74,7 +77,7 @@ def read_stamp(directory: Path) -> IndexStamp | None:
         return IndexStamp(
             pack_id=str(meta["pack_id"]),
             user_id=str(meta["user_id"]),
-            delete_seq=int(meta["delete_seq"]),
+            delete_seq=int(meta["owner_delete_seq"]),
             dimension=int(meta["dimension"]),
             size=int(meta["size"]),
             max_rowid=int(meta["max_rowid"]),

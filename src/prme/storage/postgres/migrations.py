@@ -327,6 +327,19 @@ def _v6(conn: Conn, s: str, v: str) -> None:
         conn.execute(statement)
 
 
+def _v7(conn: Conn, s: str, v: str) -> None:
+    """Per-owner delete sequences: bumped with ``meta.delete_seq`` by every delete and supersede
+    of the owner's memories, they key the owner's column index (in memory and in
+    ``owner_indexes``), so another owner's deletes never make it stale. An owner without a row
+    has deleted nothing since (0); indexes saved under the pack-wide sequence are rebuilt."""
+    del v
+    conn.execute(
+        f"""CREATE TABLE {s}.owner_deletes (
+            user_id text COLLATE "C" PRIMARY KEY,
+            delete_seq bigint NOT NULL)"""
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: ``apply(conn, schema, vector_schema)`` inside the upgrade transaction."""
@@ -343,6 +356,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "per-owner content write sequences", _v4),
     Migration(5, "kept pack digest and compact receipts", _v5),
     Migration(6, "saved owner indexes", _v6),
+    Migration(7, "per-owner delete sequences", _v7),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

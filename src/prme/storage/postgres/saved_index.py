@@ -2,21 +2,22 @@
 process loads an owner's index instead of rebuilding it from the rows.
 
 The format is the SQLite pack's saved index (:mod:`prme.index.index_file`): the same files,
-written by :func:`index_file.save` into the store's private working directory and then stored
-in ``owner_index_parts`` as parts of at most :data:`PART_BYTES`, with the owner's HNSW segment
+written by :func:`index_file.save` into the store's private working directory and then stored in
+``owner_index_parts`` as parts of at most :data:`PART_BYTES`, with the owner's HNSW segment
 files (:mod:`prme.index.ann`) as ``ann/<key>.usearch``. ``owner_indexes`` holds one manifest per
-owner: the stamp (what the files were made from: pack, owner, delete sequence, dimension, and
-how many rows up to which rowid) and each file's size and SHA-256, attested with the pack's
-secret (HMAC), all replaced in one transaction.
+owner: the stamp (what the files were made from: pack, owner, the owner's delete sequence,
+dimension, and how many rows up to which rowid) and each file's size and SHA-256, attested with
+the pack's secret (HMAC), all replaced in one transaction.
 
 Loading checks, in order: the attestation, the stamp against the database exactly as the SQLite
-pack checks its files (the same pack, owner, delete sequence and dimension, and the owner's row
-count up to the stamp's rowid; every delete and supersede moves the delete sequence, the only
-writes that change rows an index already holds), then each file's size and SHA-256 as it is
-streamed into the working directory, then :func:`index_file.load`'s own shape checks. Anything
-else (missing, stale, another owner's, tampered or partial) is never served: the index is
-rebuilt from the rows, and saved again. Rows written after the save are appended to the loaded
-index as to an index kept in memory.
+pack checks its files (the same pack, owner, owner's delete sequence and dimension, and the
+owner's row count up to the stamp's rowid; every delete and supersede of the owner's memories
+moves the owner's delete sequence, the only writes that change rows an index already holds; a
+manifest stamped with the pack-wide ``delete_seq`` of earlier versions is not read), then each
+file's size and SHA-256 as it is streamed into the working directory, then
+:func:`index_file.load`'s own shape checks. Anything else (missing, stale, another owner's,
+tampered or partial) is never served: the index is rebuilt from the rows, and saved again. Rows
+written after the save are appended to the loaded index as to an index kept in memory.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _stamp(values: dict[str, Any]) -> index_file.IndexStamp:
     return index_file.IndexStamp(
         pack_id=str(values["pack_id"]),
         user_id=str(values["user_id"]),
-        delete_seq=int(values["delete_seq"]),
+        delete_seq=int(values["owner_delete_seq"]),
         dimension=int(values["dimension"]),
         size=int(values["size"]),
         max_rowid=int(values["max_rowid"]),
@@ -141,7 +142,7 @@ def load(
     attest: Attest,
 ) -> OwnerIndex | None:
     """The owner's saved index, when it matches the database (see the module's docstring);
-    ``key`` is ``(pack_id, user_id, delete_seq, dimension)``, ``conn`` in the caller's read
+    ``key`` is ``(pack_id, user_id, owner's delete_seq, dimension)``, ``conn`` in the caller's read
     snapshot, ``root`` the store's working directory."""
     user_id = key[1]
     found = _manifest(trace, conn, user_id, attest)

@@ -61,8 +61,8 @@ def saved(
     ann: AnnPolicy | None,
 ) -> OwnerIndex | None:
     """The owner's index saved under ``root``, when it matches the database: ``key`` is
-    ``(pack_id, user_id, delete_seq, dimension)``, and the owner's rows up to its last rowid
-    are as many as it holds."""
+    ``(pack_id, user_id, the owner's delete_seq, dimension)``, and the owner's rows up to
+    its last rowid are as many as it holds."""
     user_id = key[1]
     directory = index_file.owner_directory(root, user_id)
     stamp = index_file.read_stamp(directory)

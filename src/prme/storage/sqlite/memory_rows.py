@@ -55,6 +55,8 @@ class MemoryRows(OwnerIndexCache):
         def _sequences(self) -> tuple[int, int]: ...
         def _bump(self, conn: sqlite3.Connection, *keys: str) -> None: ...
         def _bump_owners(self, conn: sqlite3.Connection, user_ids: set[str]) -> None: ...
+        def _bump_owner_deletes(self, conn: sqlite3.Connection, user_ids: set[str]) -> None: ...
+        def _owner_index_sequences(self, user_id: str) -> tuple[int, int]: ...
         def _rows_hashes(self, where: str, params: Sequence[Any]) -> Iterator[int]: ...
         def _update_digest(
             self, conn: sqlite3.Connection, added: Iterable[int], removed: Iterable[int]
@@ -122,12 +124,14 @@ class MemoryRows(OwnerIndexCache):
             conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
+            self._bump_owner_deletes(conn, {user_id})
         return True
 
     def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
         """End the owner's memory at ``ended_at_us`` (``valid_to``, kept when already earlier)
-        and mark it ``superseded``; a content write that also bumps ``delete_seq`` (an indexed
-        row changed, so the owner's column index is rebuilt)."""
+        and mark it ``superseded``; a content write that also bumps ``delete_seq`` and the
+        owner's own delete sequence (an indexed row changed, so the owner's column index is
+        rebuilt; other owners' indexes are not)."""
         self._refuse_if_frozen("update")
         where = "m.id = ? AND m.user_id = ?"
         with self._write() as conn:
@@ -143,6 +147,7 @@ class MemoryRows(OwnerIndexCache):
             self._update_digest(conn, list(self._rows_hashes(where, (node_id, user_id))), before)
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
+            self._bump_owner_deletes(conn, {user_id})
         return True
 
     def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:
@@ -202,11 +207,12 @@ class MemoryRows(OwnerIndexCache):
         return index
 
     def _refreshed_index(self, user_id: str, dimension: int) -> OwnerIndex:
-        write_seq, delete_seq = self._sequences()
+        # The owner's own sequences: another owner's writes neither refresh nor rebuild it.
+        write_seq, delete_seq = self._owner_index_sequences(user_id)
         root = self.path / INDEX_DIR
         with self._index_lock:
             index = self._indexes.get(user_id)
-            if index is not None and index.write_seq == write_seq:
+            if index is not None and (index.write_seq, index.delete_seq) == (write_seq, delete_seq):
                 return index.snapshot()
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
                 saved = indexes.saved(

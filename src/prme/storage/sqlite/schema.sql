@@ -41,6 +41,14 @@ CREATE TABLE IF NOT EXISTS owner_sequences (
     user_id TEXT PRIMARY KEY,
     write_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- Each owner's delete sequence: bumped with meta.delete_seq in the transaction of every delete
+-- or supersede of that owner's memories (the writes that change rows an owner index already
+-- holds). It keys the owner's column index, so another owner's deletes never make it stale. An
+-- owner without a row has deleted nothing since packs had this table (0).
+CREATE TABLE IF NOT EXISTS owner_deletes (
+    user_id TEXT PRIMARY KEY,
+    delete_seq INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     vec BLOB NOT NULL

@@ -295,6 +295,31 @@ class SQLiteStore(MemoryRows, OperationsLog):
             [(user_id,) for user_id in sorted(user_ids)],
         )
 
+    def _bump_owner_deletes(self, conn: sqlite3.Connection, user_ids: set[str]) -> None:
+        conn.executemany(
+            "INSERT INTO owner_deletes(user_id, delete_seq) VALUES (?, 1)"
+            " ON CONFLICT(user_id) DO UPDATE SET delete_seq = delete_seq + 1",
+            [(user_id,) for user_id in sorted(user_ids)],
+        )
+
+    def _owner_index_sequences(self, user_id: str) -> tuple[int, int]:
+        """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
+        index (another owner's writes move neither). A read-only pack from before the owner
+        tables has the pack-wide sequences instead, negated (-1 - seq) so that they never equal
+        an owner's own."""
+        try:
+            row = self.conn.execute(
+                "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = ?),"
+                " (SELECT delete_seq FROM owner_deletes WHERE user_id = ?)",
+                (user_id, user_id),
+            ).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            write_seq, delete_seq = self._sequences()
+            return -1 - write_seq, -1 - delete_seq
+        return int(row[0] or 0), int(row[1] or 0)
+
     def owner_write_seq(self, user_id: str) -> int:
         row = self.conn.execute(
             "SELECT write_seq FROM owner_sequences WHERE user_id = ?", (user_id,)
