@@ -157,6 +157,26 @@ def test_a_saved_index_survives_another_owners_delete_and_update(
     )
 
 
+def test_a_change_by_a_writer_unaware_of_owner_sequences_still_invalidates(
+    make_client: Callable[..., MemoryClient],
+) -> None:
+    # An earlier version of prme writing the pack bumps only the pack-wide sequences: the
+    # pack's triggers still move the owner's delete sequence, so no stale index is served.
+    client = make_client()
+    client.store_many(_texts(40), user_id="alice")
+    store: Any = client.engine.store
+    first = _ranked(client, "alice")
+    target = first[0][0]
+    sql = "UPDATE memories SET lifecycle_state = 'superseded' WHERE id = ? AND user_id = ?"
+    if hasattr(store, "_append_new_rows"):  # PostgreSQL
+        with store.transaction() as conn:
+            conn.execute(sql.replace("?", "%s"), (target, "alice"))
+    else:
+        with store._write() as conn:
+            conn.execute(sql, (target, "alice"))
+    assert target not in {node for node, _ in _ranked(client, "alice")}
+
+
 @pytest.mark.sqlite_only  # the SQLite file itself is edited
 def test_an_index_saved_under_the_pack_wide_stamp_is_rebuilt(
     make_client: Callable[..., MemoryClient],
@@ -192,6 +212,8 @@ def test_a_pack_from_before_owner_delete_sequences_opens(
     first = _ranked(client, "alice")
     client.close()
     conn = sqlite3.connect(pack_path / DB_FILE)
+    for trigger in ("memories_owner_delete", "memories_owner_update"):
+        conn.execute(f"DROP TRIGGER {trigger}")
     conn.execute("DROP TABLE owner_deletes")
     conn.close()
     reopened = make_client(path=pack_path)

@@ -217,6 +217,8 @@ def test_a_read_only_pack_from_before_owner_delete_sequences_serves_retrievals(
     pack = shared_dir / "pack"
     make_pack(pack)
     with sqlite3.connect(pack / DB_FILE) as db:
+        db.execute("DROP TRIGGER memories_owner_delete")
+        db.execute("DROP TRIGGER memories_owner_update")
         db.execute("DROP TABLE owner_deletes")
     db.close()
     read_only(pack)

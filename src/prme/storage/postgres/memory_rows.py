@@ -78,7 +78,6 @@ class MemoryRows(OwnerIndexCache):
         def _sequences(self) -> tuple[int, int]: ...
         def _bump(self, conn: Conn, *keys: str) -> None: ...
         def _bump_owners(self, conn: Conn, user_ids: set[str]) -> None: ...
-        def _bump_owner_deletes(self, conn: Conn, user_ids: set[str]) -> None: ...
         def _owner_index_sequences(self, conn: Conn, user_id: str) -> tuple[int, int]: ...
         def _update_digest(
             self, conn: Conn, added: Iterable[int], removed: Iterable[int]
@@ -212,7 +211,6 @@ class MemoryRows(OwnerIndexCache):
             self._run(conn, "DELETE FROM memories WHERE rowid = %s", (rowid,))
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
-            self._bump_owner_deletes(conn, {user_id})
         return True
 
     def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
@@ -234,7 +232,6 @@ class MemoryRows(OwnerIndexCache):
             self._update_digest(conn, row_hashes(conn, "", where, params), before)
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
-            self._bump_owner_deletes(conn, {user_id})
         return True
 
     def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:

@@ -328,16 +328,28 @@ def _v6(conn: Conn, s: str, v: str) -> None:
 
 
 def _v7(conn: Conn, s: str, v: str) -> None:
-    """Per-owner delete sequences: bumped with ``meta.delete_seq`` by every delete and supersede
-    of the owner's memories, they key the owner's column index (in memory and in
-    ``owner_indexes``), so another owner's deletes never make it stale. An owner without a row
-    has deleted nothing since (0); indexes saved under the pack-wide sequence are rebuilt."""
+    """Per-owner delete sequences: bumped by a trigger in the transaction of every delete and
+    update (supersede) of the owner's memories, whichever version writes them, they key the
+    owner's column index (in memory and in ``owner_indexes``), so another owner's deletes never
+    make it stale. An owner without a row has deleted nothing since (0); indexes saved under the
+    pack-wide sequence are rebuilt."""
     del v
-    conn.execute(
+    statements = [
         f"""CREATE TABLE {s}.owner_deletes (
             user_id text COLLATE "C" PRIMARY KEY,
-            delete_seq bigint NOT NULL)"""
-    )
+            delete_seq bigint NOT NULL)""",
+        f"""CREATE FUNCTION {s}.prme_owner_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO {s}.owner_deletes(user_id, delete_seq) VALUES (OLD.user_id, 1)
+                    ON CONFLICT (user_id)
+                    DO UPDATE SET delete_seq = {s}.owner_deletes.delete_seq + 1;
+                RETURN NULL;
+            END $$""",
+        f"""CREATE TRIGGER memories_owner_delete AFTER DELETE OR UPDATE ON {s}.memories
+            FOR EACH ROW EXECUTE FUNCTION {s}.prme_owner_delete()""",
+    ]
+    for statement in statements:
+        conn.execute(statement)
 
 
 @dataclass(frozen=True)

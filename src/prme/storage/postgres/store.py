@@ -376,18 +376,10 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
             (sorted(user_ids),),
         )
 
-    def _bump_owner_deletes(self, conn: Conn, user_ids: set[str]) -> None:
-        self._run(
-            conn,
-            "INSERT INTO owner_deletes(user_id, delete_seq) SELECT u, 1 FROM unnest(%s::text[])"
-            " AS u ORDER BY u ON CONFLICT (user_id)"
-            " DO UPDATE SET delete_seq = owner_deletes.delete_seq + 1",
-            (sorted(user_ids),),
-        )
-
     def _owner_index_sequences(self, conn: Conn, user_id: str) -> tuple[int, int]:
         """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
-        index (another owner's writes move neither), read on ``conn``."""
+        index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
+        trigger on ``memories``, migration 7), read on ``conn``."""
         row = self._run(
             conn,
             "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = %s),"

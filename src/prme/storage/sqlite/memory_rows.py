@@ -55,7 +55,6 @@ class MemoryRows(OwnerIndexCache):
         def _sequences(self) -> tuple[int, int]: ...
         def _bump(self, conn: sqlite3.Connection, *keys: str) -> None: ...
         def _bump_owners(self, conn: sqlite3.Connection, user_ids: set[str]) -> None: ...
-        def _bump_owner_deletes(self, conn: sqlite3.Connection, user_ids: set[str]) -> None: ...
         def _owner_index_sequences(self, user_id: str) -> tuple[int, int]: ...
         def _rows_hashes(self, where: str, params: Sequence[Any]) -> Iterator[int]: ...
         def _update_digest(
@@ -124,14 +123,13 @@ class MemoryRows(OwnerIndexCache):
             conn.execute("DELETE FROM memories WHERE rowid = ?", (rowid,))
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
-            self._bump_owner_deletes(conn, {user_id})
         return True
 
     def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
         """End the owner's memory at ``ended_at_us`` (``valid_to``, kept when already earlier)
-        and mark it ``superseded``; a content write that also bumps ``delete_seq`` and the
-        owner's own delete sequence (an indexed row changed, so the owner's column index is
-        rebuilt; other owners' indexes are not)."""
+        and mark it ``superseded``; a content write that also bumps ``delete_seq`` and (by the
+        pack's trigger) the owner's own delete sequence: an indexed row changed, so the owner's
+        column index is rebuilt, and other owners' indexes are not."""
         self._refuse_if_frozen("update")
         where = "m.id = ? AND m.user_id = ?"
         with self._write() as conn:
@@ -147,7 +145,6 @@ class MemoryRows(OwnerIndexCache):
             self._update_digest(conn, list(self._rows_hashes(where, (node_id, user_id))), before)
             self._bump(conn, "write_seq", "delete_seq")
             self._bump_owners(conn, {user_id})
-            self._bump_owner_deletes(conn, {user_id})
         return True
 
     def current_contents(self, user_id: str, scope: Scope) -> list[tuple[str, str]]:

@@ -41,14 +41,23 @@ CREATE TABLE IF NOT EXISTS owner_sequences (
     user_id TEXT PRIMARY KEY,
     write_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
--- Each owner's delete sequence: bumped with meta.delete_seq in the transaction of every delete
--- or supersede of that owner's memories (the writes that change rows an owner index already
--- holds). It keys the owner's column index, so another owner's deletes never make it stale. An
--- owner without a row has deleted nothing since packs had this table (0).
+-- Each owner's delete sequence: bumped in the transaction of every delete or update (supersede)
+-- of that owner's memories, the writes that change rows an owner index already holds, by the
+-- triggers below (so a writer of any version keeps it). It keys the owner's column index, so
+-- another owner's deletes never make it stale. An owner without a row has deleted nothing
+-- since packs had this table (0).
 CREATE TABLE IF NOT EXISTS owner_deletes (
     user_id TEXT PRIMARY KEY,
     delete_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS memories_owner_delete AFTER DELETE ON memories
+BEGIN
+    INSERT INTO owner_deletes(user_id, delete_seq) VALUES (OLD.user_id, 1)
+    ON CONFLICT(user_id) DO UPDATE SET delete_seq = delete_seq + 1; END;
+CREATE TRIGGER IF NOT EXISTS memories_owner_update AFTER UPDATE ON memories
+BEGIN
+    INSERT INTO owner_deletes(user_id, delete_seq) VALUES (OLD.user_id, 1)
+    ON CONFLICT(user_id) DO UPDATE SET delete_seq = delete_seq + 1; END;
 CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     vec BLOB NOT NULL

@@ -295,16 +295,10 @@ class SQLiteStore(MemoryRows, OperationsLog):
             [(user_id,) for user_id in sorted(user_ids)],
         )
 
-    def _bump_owner_deletes(self, conn: sqlite3.Connection, user_ids: set[str]) -> None:
-        conn.executemany(
-            "INSERT INTO owner_deletes(user_id, delete_seq) VALUES (?, 1)"
-            " ON CONFLICT(user_id) DO UPDATE SET delete_seq = delete_seq + 1",
-            [(user_id,) for user_id in sorted(user_ids)],
-        )
-
     def _owner_index_sequences(self, user_id: str) -> tuple[int, int]:
         """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
-        index (another owner's writes move neither). A read-only pack from before the owner
+        index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
+        triggers on ``memories``). A read-only pack from before the owner
         tables has the pack-wide sequences instead, negated (-1 - seq) so that they never equal
         an owner's own."""
         try:
