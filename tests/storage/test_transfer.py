@@ -230,3 +230,36 @@ def test_export_to_a_file_path(packs: Callable[..., MemoryClient], tmp_path: Pat
     assert import_pack(target.engine.store, tmp_path / "pack.jsonl") == summary
     assert isinstance(target.engine.store, type(source.engine.store))
     assert not isinstance(target.engine.store, PostgresStore)
+
+
+@pytest.mark.sqlite_only
+def test_an_import_never_serves_an_index_left_in_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack's database removed and its own export imported in its place: the owner index
+    files left in ``index/`` carry the same pack id, owner and delete count (an import starts
+    every owner's count at 0) and as many rows, but predate the export's update (the old
+    version superseded), so the import drops them."""
+    from prme.storage.sqlite import DB_FILE, INDEX_DIR, indexes
+
+    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 8)  # save small owners' indexes too
+    path = tmp_path / "pack"
+    texts = [f"Aster deployment note number {i}" for i in range(20)]
+    client = MemoryClient(path, config=make_config(), clock=FakeClock())
+    ids = client.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
+    client.retrieve("Aster deployment", user_id="alice", scope="project")  # saves alice's index
+    assert any((path / INDEX_DIR).iterdir())
+    client.update(ids[0], user_id="alice", content="Aster deployment moved to Lisbon")
+    exported = io.StringIO()
+    client.export_pack(exported)
+    client.close()
+    for leftover in path.glob(f"{DB_FILE}*"):
+        leftover.unlink()
+    exported.seek(0)
+    with MemoryClient(path, config=make_config(), clock=FakeClock()) as imported:
+        imported.import_pack(exported)
+        response = imported.retrieve("Aster deployment", user_id="alice", scope="project", limit=50)
+        returned = {str(r.node.id) for r in response.results}
+        assert str(ids[0]) not in returned and len(returned) == len(ids)  # the new version
+        index = imported.engine.store.owner_index("alice")  # rebuilt: both versions
+        assert index is not None and index.size == len(ids) + 1

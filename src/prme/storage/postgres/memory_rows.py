@@ -78,7 +78,6 @@ class MemoryRows(OwnerIndexCache):
         def _sequences(self) -> tuple[int, int]: ...
         def _bump(self, conn: Conn, *keys: str) -> None: ...
         def _bump_owners(self, conn: Conn, user_ids: set[str]) -> None: ...
-        def _owner_index_sequences(self, conn: Conn, user_id: str) -> tuple[int, int]: ...
         def _update_digest(
             self, conn: Conn, added: Iterable[int], removed: Iterable[int]
         ) -> None: ...
@@ -271,6 +270,18 @@ class MemoryRows(OwnerIndexCache):
         return {int(r[0]): row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
+    def _owner_index_sequences(self, conn: Conn, user_id: str) -> tuple[int, int]:
+        """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
+        index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
+        trigger on ``memories``, migration 7), read on ``conn``."""
+        row = self._run(
+            conn,
+            "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = %s),"
+            " (SELECT delete_seq FROM owner_deletes WHERE user_id = %s)",
+            (user_id, user_id),
+        ).fetchone()
+        return (0, 0) if row is None else (int(row[0] or 0), int(row[1] or 0))
+
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")

@@ -376,18 +376,6 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
             (sorted(user_ids),),
         )
 
-    def _owner_index_sequences(self, conn: Conn, user_id: str) -> tuple[int, int]:
-        """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
-        index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
-        trigger on ``memories``, migration 7), read on ``conn``."""
-        row = self._run(
-            conn,
-            "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = %s),"
-            " (SELECT delete_seq FROM owner_deletes WHERE user_id = %s)",
-            (user_id, user_id),
-        ).fetchone()
-        return (0, 0) if row is None else (int(row[0] or 0), int(row[1] or 0))
-
     def owner_write_seq(self, user_id: str) -> int:
         row = self._fetchone("SELECT write_seq FROM owner_sequences WHERE user_id = %s", (user_id,))
         return 0 if row is None else int(row[0])

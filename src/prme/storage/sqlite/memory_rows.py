@@ -55,7 +55,6 @@ class MemoryRows(OwnerIndexCache):
         def _sequences(self) -> tuple[int, int]: ...
         def _bump(self, conn: sqlite3.Connection, *keys: str) -> None: ...
         def _bump_owners(self, conn: sqlite3.Connection, user_ids: set[str]) -> None: ...
-        def _owner_index_sequences(self, user_id: str) -> tuple[int, int]: ...
         def _rows_hashes(self, where: str, params: Sequence[Any]) -> Iterator[int]: ...
         def _update_digest(
             self, conn: sqlite3.Connection, added: Iterable[int], removed: Iterable[int]
@@ -202,6 +201,25 @@ class MemoryRows(OwnerIndexCache):
         if seen is not None:
             seen[key] = index
         return index
+
+    def _owner_index_sequences(self, user_id: str) -> tuple[int, int]:
+        """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
+        index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
+        triggers on ``memories``). A read-only pack from before the owner
+        tables has the pack-wide sequences instead, negated (-1 - seq) so that they never equal
+        an owner's own."""
+        try:
+            row = self.conn.execute(
+                "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = ?),"
+                " (SELECT delete_seq FROM owner_deletes WHERE user_id = ?)",
+                (user_id, user_id),
+            ).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            write_seq, delete_seq = self._sequences()
+            return -1 - write_seq, -1 - delete_seq
+        return int(row[0] or 0), int(row[1] or 0)
 
     def _refreshed_index(self, user_id: str, dimension: int) -> OwnerIndex:
         # The owner's own sequences: another owner's writes neither refresh nor rebuild it.

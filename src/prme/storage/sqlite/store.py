@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ from prme.storage.base import RowScan, StorageFinding, Tracer, new_pack_meta
 from prme.storage.fts5_lexical import QueryTokenizer, create_instance_table
 from prme.storage.pack_rows import RowKind
 from prme.storage.sqlite import connection, pack
+from prme.storage.sqlite.indexes import INDEX_DIR
 from prme.storage.sqlite.memory_rows import MemoryRows
 from prme.storage.sqlite.oplog import OperationsLog
 
@@ -295,25 +297,6 @@ class SQLiteStore(MemoryRows, OperationsLog):
             [(user_id,) for user_id in sorted(user_ids)],
         )
 
-    def _owner_index_sequences(self, user_id: str) -> tuple[int, int]:
-        """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
-        index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
-        triggers on ``memories``). A read-only pack from before the owner
-        tables has the pack-wide sequences instead, negated (-1 - seq) so that they never equal
-        an owner's own."""
-        try:
-            row = self.conn.execute(
-                "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = ?),"
-                " (SELECT delete_seq FROM owner_deletes WHERE user_id = ?)",
-                (user_id, user_id),
-            ).fetchone()
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
-                raise
-            write_seq, delete_seq = self._sequences()
-            return -1 - write_seq, -1 - delete_seq
-        return int(row[0] or 0), int(row[1] or 0)
-
     def owner_write_seq(self, user_id: str) -> int:
         row = self.conn.execute(
             "SELECT write_seq FROM owner_sequences WHERE user_id = ?", (user_id,)
@@ -462,7 +445,14 @@ class SQLiteStore(MemoryRows, OperationsLog):
             pack.import_rows(conn, kind, rows)
 
     def finish_import(self) -> None:
+        """Rebuild the kept digest and drop every saved owner index in the pack's directory:
+        an import starts each owner's delete count at 0, so index files an earlier pack of the
+        same id left there could match the imported rows' stamps without matching their
+        content."""
         self.rebuild_digest_state()
+        with self._index_lock:
+            self._indexes.clear()
+            shutil.rmtree(self.path / INDEX_DIR, ignore_errors=True)
 
     # ------------------------------------------------------------------- integrity
     def scan_rows(self, dimension: int | None, limit: int) -> RowScan:
