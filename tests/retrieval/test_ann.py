@@ -387,17 +387,20 @@ def test_a_saved_index_never_serves_another_owner(
     assert ix is not None and ix.size == 5 and ix.saved_size == 0
 
 
-@pytest.mark.sqlite_only
 def test_an_index_read_in_batches_is_the_index_read_at_once(
-    make_client: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
+    make_client: Callable[..., MemoryClient], backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import prme.storage.sqlite.indexes as sqlite_store
+    """Each backend reads an owner's rows into its index in batches of ``INDEX_BATCH_ROWS``."""
+    if backend == "postgres":
+        import prme.storage.postgres.memory_rows as batching
+    else:
+        import prme.storage.sqlite.indexes as batching  # type: ignore[no-redef]
 
     writer = make_client()
     texts = [f"Aster met Basalt in Lisbon about {t}" for t in sentences(50, seed=9)]
     writer.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
     whole = make_client().engine.store.owner_index("alice")
-    monkeypatch.setattr(sqlite_store, "INDEX_BATCH_ROWS", 7)
+    monkeypatch.setattr(batching, "INDEX_BATCH_ROWS", 7)
     batched = make_client().engine.store.owner_index("alice")
     assert whole is not None and batched is not None and batched.size == whole.size == 50
     for name, _ in NUMERIC_COLUMNS:

@@ -270,27 +270,6 @@ def test_an_import_drops_saved_indexes(
     assert _saved_owners(writer) == []
 
 
-def test_an_index_read_in_batches_is_the_index_read_at_once(
-    pack: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from prme.index.owner_index import NUMERIC_COLUMNS
-    from prme.storage.postgres import memory_rows
-
-    writer = pack()
-    texts = [f"Aster met Basalt in Lisbon about {t}" for t in sentences(50, seed=9)]
-    writer.store_many([{"content": t, "scope": "project"} for t in texts], user_id="alice")
-    whole = pack().engine.store.owner_index("alice")
-    monkeypatch.setattr(memory_rows, "INDEX_BATCH_ROWS", 7)
-    batched = pack().engine.store.owner_index("alice")
-    assert whole is not None and batched is not None and batched.size == whole.size == 50
-    for name, _ in NUMERIC_COLUMNS:
-        np.testing.assert_array_equal(batched.col(name), whole.col(name))
-    np.testing.assert_array_equal(batched.vectors[:50], whole.vectors[:50])
-    assert batched.ids == whole.ids
-    assert [batched.names_at(p) for p in range(50)] == [whole.names_at(p) for p in range(50)]
-    assert whole.names_at(0) == ["aster", "basalt", "lisbon"]
-
-
 def test_a_host_cache_serves_later_processes_while_the_pack_still_names_it(
     pack: Callable[..., MemoryClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
