@@ -69,7 +69,7 @@ from prme.config import RetrievalConfig
 from prme.demo.simulation import SimulationSettings, pass_rates, simulate
 from prme.embed.base import Embedder, EmbedderIdentity, embed_queries
 from prme.embed.registry import make_embedder
-from prme.learning.decisions import decide_proposal
+from prme.learning.gate1 import judge_multipliers
 from prme.learning.groups import group_id, split_unit
 from prme.learning.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
 from prme.learning.observations import gate_request, observe_request
@@ -94,7 +94,6 @@ SPLIT_SEED = 20240101  # not the gate-1 seed (42): the two splits must be indepe
 HOLDOUT_LIMIT = 20
 RETRIEVAL_DEPTH = 50
 PLANTED_SIGNALS = (1.0, 0.5, 0.25)
-FloatArray = npt.NDArray[np.float64]
 # --ceiling's grid per varying feature: powers of √2 over [1/4, 4], or of 2 when the fine grid
 # would exceed CEILING_MAX_POINTS (more than four features vary)
 CEILING_LEVELS = tuple(2.0 ** (i / 2) for i in range(-4, 5))
@@ -532,7 +531,7 @@ def gate1_ceiling(
     Every point of the grid ``levels`` (default ``CEILING_LEVELS``, or the coarse one) over the
     features that vary within some judged list (a feature constant within every list only
     shifts scores, never an order) is scored on the validation groups themselves, with gate 1's
-    own metrics and rules (``decide_proposal``). This looks at the validation labels, so it is
+    own evaluation (``judge_multipliers``). This looks at the validation labels, so it is
     an upper bound on what any fit trained without them can reach, never a fit: when no point
     passes, no algorithm can, and what blocks the owner is the amount of judged data, not the
     fit. The converse does not hold: searching the grid on the validation labels finds passing
@@ -541,21 +540,9 @@ def gate1_ceiling(
     judgments = read_judgments(memory.engine, user_id, limit=MAX_RECORDS_LIMIT)
     asked = gate_request(user_id, SCOPES, "results", config)
     obs = observe_request(snapshot_from_judgments(judgments, user_id), asked, None)
-    validation = np.asarray([g.validation for g in obs.groups], dtype=bool)
-    if validation.sum() < config.min_validation_queries:
+    if len(obs.groups) - len(obs.training) < config.min_validation_queries:
         return {"decided": False}
     table = JudgedTable(obs.requests)
-    sizes = np.asarray([len(g.requests) for g in obs.groups], dtype=np.float64)
-    group_of = np.repeat(np.arange(len(obs.groups)), sizes.astype(np.int64))
-
-    def by_group(multipliers: RankingMultipliers) -> tuple[FloatArray, FloatArray]:
-        scores = table.exact_scores(multipliers)
-        pairwise, ndcg = table.metrics(table.positions(scores), config.ndcg_k)
-        return (
-            np.bincount(group_of, weights=ndcg) / sizes,
-            np.bincount(group_of, weights=pairwise) / sizes,
-        )
-
     columns = [TRACE_COLUMNS.index(c) for c in ADDITIVE_COLUMNS]
     starts = np.cumsum(table.n_pos + table.n_neg) - (table.n_pos + table.n_neg)
     spread = np.maximum.reduceat(table.features[:, columns], starts, axis=0)
@@ -565,26 +552,22 @@ def gate1_ceiling(
         levels = CEILING_LEVELS
         if len(levels) ** len(varying) > CEILING_MAX_POINTS:
             levels = CEILING_COARSE_LEVELS
-    base_ndcg, base_pairwise = by_group(RankingMultipliers())
+    neutral = table.exact_scores(RankingMultipliers())
+    baseline = table.metrics(table.positions(neutral), config.ndcg_k)
     passing = 0
     best: tuple[tuple[bool, float, float], dict[str, Any]] | None = None
     for point in itertools.product(levels, repeat=len(varying)):
         multipliers = RankingMultipliers(**dict(zip(varying, point, strict=True)))
-        ndcg, pairwise = by_group(multipliers)
-        diffs = (ndcg - base_ndcg)[validation].tolist()
-        gain, pairwise_gain = mean(diffs), mean((pairwise - base_pairwise)[validation].tolist())
-        low = percentile_bootstrap_interval(
-            diffs, samples=config.bootstrap_samples, seed=config.seed
-        )[0]
-        ok = decide_proposal(gain, low, pairwise_gain, config.min_ndcg_gain) != "no_improvement"
+        judged = judge_multipliers(obs, table, baseline, multipliers)
+        ok = judged.decision != "no_improvement"
         passing += ok
-        key = (ok, low, gain)
+        key = (ok, judged.interval[0], judged.gain)
         if best is None or key > best[0]:
             found = {
                 "multipliers": {f: r4(v) for f, v in zip(varying, point, strict=True)},
-                "validation_ndcg_gain": r4(gain),
-                "interval_low": r4(low),
-                "validation_win_tie_loss": win_tie_loss(diffs),
+                "validation_ndcg_gain": r4(judged.gain),
+                "interval_low": r4(judged.interval[0]),
+                "validation_win_tie_loss": win_tie_loss(judged.diffs),
             }
             best = (key, found)
     assert best is not None

@@ -24,7 +24,7 @@ the default, and :mod:`~prme.learning.fit_pairwise`, the reference), and this mo
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from pydantic import TypeAdapter
@@ -56,6 +56,7 @@ from prme.learning.table import JudgedTable
 from prme.learning.verify_reports import verify_learning_evaluation
 from prme.models.learning import (
     OPTIMIZERS,
+    Decision,
     LearningConfig,
     LearningEvaluation,
     QueryLearningResult,
@@ -237,9 +238,52 @@ def _report(
 
     # ---- fit on training groups only, then rank every request with the exact replay
     fitted, before, after = fit_multipliers(obs, table)
-    k = cfg.ndcg_k
-    baseline = table.metrics(table.positions(baseline_scores), k)
-    candidate = table.metrics(table.positions(table.exact_scores(fitted)), k)
+    baseline = table.metrics(table.positions(baseline_scores), cfg.ndcg_k)
+    judged = judge_multipliers(obs, table, baseline, fitted)
+    gain, pairwise_gain, interval = judged.gain, judged.pairwise_gain, judged.interval
+    return LearningEvaluation(
+        **common,
+        multipliers=fitted,
+        decision=judged.decision,
+        refusal=None
+        if judged.decision != "no_improvement"
+        else proposal_refusal(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain, judged.results),
+        training_loss_before=before,
+        training_loss_after=after,
+        validation_ndcg_gain=gain,
+        validation_pairwise_gain=pairwise_gain,
+        validation_gain_interval=interval,
+        win_tie_loss=win_tie_loss(judged.diffs),
+        randomization_p_value=sign_flip_p_value(
+            judged.diffs, samples=cfg.bootstrap_samples, seed=cfg.seed
+        ),
+        queries=judged.results,
+    )
+
+
+class JudgedMultipliers(NamedTuple):
+    """Multipliers judged on the validation groups, as gate 1 judges its proposal."""
+
+    results: tuple[QueryLearningResult, ...]  # every group, baseline vs candidate
+    diffs: list[float]  # candidate − baseline judged NDCG per validation group, in group order
+    gain: float
+    pairwise_gain: float
+    interval: tuple[float, float]
+    decision: Decision
+
+
+def judge_multipliers(
+    obs: Observations,
+    table: JudgedTable,
+    baseline: tuple[list[float], list[float]],
+    multipliers: RankingMultipliers,
+) -> JudgedMultipliers:
+    """Rank every observed request under ``multipliers`` with the exact replay and apply §E.11
+    to the validation groups against ``baseline`` (``table.metrics`` under neutral
+    multipliers): gate 1's own decision, for its fitted proposal or any other multipliers
+    (``bench/quality.py --ceiling`` scores a grid with it)."""
+    cfg = obs.config
+    candidate = table.metrics(table.positions(table.exact_scores(multipliers)), cfg.ndcg_k)
     results = _group_results(obs.groups, baseline, candidate)
     held_out = [q for q in results if q.split == "validation"]
     diffs = [q.ndcg_diff for q in held_out]
@@ -247,21 +291,4 @@ def _report(
     pairwise_gain = mean([q.pairwise_diff for q in held_out])
     interval = percentile_bootstrap_interval(diffs, samples=cfg.bootstrap_samples, seed=cfg.seed)
     decision = decide_proposal(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain)
-    return LearningEvaluation(
-        **common,
-        multipliers=fitted,
-        decision=decision,
-        refusal=None
-        if decision != "no_improvement"
-        else proposal_refusal(gain, interval[0], pairwise_gain, cfg.min_ndcg_gain, results),
-        training_loss_before=before,
-        training_loss_after=after,
-        validation_ndcg_gain=gain,
-        validation_pairwise_gain=pairwise_gain,
-        validation_gain_interval=interval,
-        win_tie_loss=win_tie_loss(diffs),
-        randomization_p_value=sign_flip_p_value(
-            diffs, samples=cfg.bootstrap_samples, seed=cfg.seed
-        ),
-        queries=results,
-    )
+    return JudgedMultipliers(results, diffs, gain, pairwise_gain, interval, decision)
