@@ -381,15 +381,16 @@ def part_retrieval(
 
 # --------------------------------------------------------------------------- parts 2 and 3
 def missing_groups(report: LearningEvaluation, judged: int) -> dict[str, Any]:
-    """What an ``insufficient_data`` report lacks, and a rough count of questions still to judge.
+    """What an ``insufficient_data`` report lacks (its ``missing_groups``), and a rough count of
+    questions still to judge.
 
     A judged question counts only when its list holds a positive and a negative (yield =
     requests_with_pairs / judged); a counted group is validation with probability
     ``validation_fraction``.
     """
     cfg, cov = report.config, report.coverage
-    need_train = max(0, cfg.min_training_queries - cov["training_queries"])
-    need_val = max(0, cfg.min_validation_queries - cov["validation_queries"])
+    missing = report.missing_groups or {"training_queries": 0, "validation_queries": 0}
+    need_train, need_val = missing["training_queries"], missing["validation_queries"]
     pair_yield = cov["requests_with_pairs"] / judged if judged else 0.0
     groups = max(need_val / cfg.validation_fraction, need_train / (1 - cfg.validation_fraction))
     more = None if pair_yield == 0 else int(-(-groups // pair_yield))
