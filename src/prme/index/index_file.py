@@ -63,6 +63,22 @@ class IndexStamp:
             "max_rowid": self.max_rowid,
         }
 
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> IndexStamp:
+        """The stamp :meth:`as_json` wrote (the caller checks its ``format``).
+
+        Raises:
+            KeyError, TypeError, ValueError: a field is missing or malformed.
+        """
+        return cls(
+            pack_id=str(values["pack_id"]),
+            user_id=str(values["user_id"]),
+            delete_seq=int(values["owner_delete_seq"]),
+            dimension=int(values["dimension"]),
+            size=int(values["size"]),
+            max_rowid=int(values["max_rowid"]),
+        )
+
 
 def owner_directory(root: Path, user_id: str) -> Path:
     """Where the owner's index is saved under ``root`` (the name never reveals the owner)."""
@@ -74,14 +90,7 @@ def read_stamp(directory: Path) -> IndexStamp | None:
         meta = json.loads((directory / META).read_text("utf-8"))
         if meta.get("format") != FORMAT:
             return None
-        return IndexStamp(
-            pack_id=str(meta["pack_id"]),
-            user_id=str(meta["user_id"]),
-            delete_seq=int(meta["owner_delete_seq"]),
-            dimension=int(meta["dimension"]),
-            size=int(meta["size"]),
-            max_rowid=int(meta["max_rowid"]),
-        )
+        return IndexStamp.from_json(meta)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -57,17 +57,6 @@ def _run(trace: Trace, conn: Conn, sql: str, params: tuple[Any, ...]) -> psycopg
     return conn.execute(sql, params, binary=True)  # bytea as raw bytes, not hex text
 
 
-def _stamp(values: dict[str, Any]) -> index_file.IndexStamp:
-    return index_file.IndexStamp(
-        pack_id=str(values["pack_id"]),
-        user_id=str(values["user_id"]),
-        delete_seq=int(values["owner_delete_seq"]),
-        dimension=int(values["dimension"]),
-        size=int(values["size"]),
-        max_rowid=int(values["max_rowid"]),
-    )
-
-
 def _manifest(
     trace: Trace, conn: Conn, user_id: str, attest: Attest
 ) -> tuple[index_file.IndexStamp, dict[str, tuple[int, str]], str] | None:
@@ -87,7 +76,7 @@ def _manifest(
             return None
         if manifest.get("format") != FORMAT:
             return None
-        stamp = _stamp(manifest["stamp"])
+        stamp = index_file.IndexStamp.from_json(manifest["stamp"])
         files = {str(n): (int(v[0]), str(v[1])) for n, v in manifest["files"].items()}
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
