@@ -17,6 +17,7 @@ from prme.retrieval.scoring import (
     ranking_key,
     rrf_score,
     rrf_scores,
+    round_places,
     rrf_value,
     weighted_score,
     weighted_scores,
@@ -293,3 +294,29 @@ def test_the_factored_form_is_the_formula_before_rounding(
     factored = FactoredWeighted(arrays, formulas).scores(chosen.as_tuple()).tolist()
     exact = weighted_scores(arrays, adjusted_weights(base, chosen))
     assert np.allclose(factored, exact, rtol=0.0, atol=1e-9)
+
+
+def near_ties() -> list[float]:
+    """Values whose product with 1e10 lies at or next to a half-integer, where ``x * 1e10``
+    alone cannot tell which way Python's ``round(x, 10)`` goes."""
+    values: list[float] = []
+    for n in [0, 1, 2, 7, 12345, 99999999, 4_999_999_999, 123_456_789_012]:
+        for sign in (1.0, -1.0):
+            tie = sign * (n + 0.5) / 1e10
+            values += [tie, np.nextafter(tie, np.inf), np.nextafter(tie, -np.inf)]
+    return values
+
+
+@given(
+    st.lists(
+        st.floats(allow_nan=True, allow_infinity=True)
+        | st.floats(-4.0, 4.0)
+        | st.floats(-1e-9, 1e-9)
+        | st.sampled_from(near_ties()),
+        max_size=50,
+    )
+)
+def test_round_places_is_pythons_round_bit_for_bit(values: list[float]) -> None:
+    values = values + near_ties()
+    rounded = round_places(np.asarray(values, dtype=np.float64))
+    assert [r.hex() for r in rounded] == [round(v, 10).hex() for v in values]

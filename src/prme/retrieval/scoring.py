@@ -22,6 +22,31 @@ from prme.models.trace import ADDITIVE_COLUMNS, WEIGHTED_COLUMNS, RankFusionTrac
 FloatArray = npt.NDArray[np.float64]
 RankingPolicy = Literal["score_path_id"]
 TIE_BREAK_SCALE = 1e-11
+_PLACES_SCALE = 1e10  # 10 places; exactly representable, as is every integer below 2**53
+_EXACT_INTEGERS = 2.0**52
+
+
+def round_places(values: FloatArray) -> list[float]:
+    """``[round(x, 10) for x in values]``, bit for bit, without a Python call per value.
+
+    Python's ``round(x, 10)`` is the double nearest to ``n / 10**10``, ``n`` the integer
+    nearest to the exact ``x·10**10`` (ties to even). ``x * 1e10`` is that product within half
+    an ulp, so ``rint`` of it is ``n`` unless the product lies within an ulp of a half-integer;
+    and ``n / 1e10`` is one correctly rounded IEEE division of two exact numbers, the same
+    double. The rare values near a half-integer (and non-finite or huge ones) take Python's
+    ``round`` itself.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # those take Python's round below
+        scaled = values * _PLACES_SCALE
+        result: list[float] = (np.rint(scaled) / _PLACES_SCALE).tolist()
+        size = np.abs(scaled)
+        half_gap = np.abs(scaled - np.floor(scaled) - 0.5)
+        sure = (size < _EXACT_INTEGERS) & (half_gap > 2.0 * np.spacing(size))
+    for i in np.flatnonzero(~sure).tolist():
+        result[i] = round(float(values[i]), 10)
+    return result
+
+
 def weighted_score(trace: ScoreTrace, weights: ScoringWeights) -> float:
     """:func:`weighted_scores` of one trace (the same arithmetic: it is that function)."""
     return weighted_scores(trace_columns([trace]), weights)[0]
@@ -58,7 +83,7 @@ def weighted_scores(features: dict[str, FloatArray], weights: ScoringWeights) ->
     relevance = f["semantic_similarity"] + f["lexical_relevance"]
     if w.relevance_floor > 0.0:
         score = np.where(relevance < w.relevance_floor, np.minimum(score, relevance), score)
-    return [round(x, 10) for x in score.tolist()]
+    return round_places(np.asarray(score, dtype=np.float64))
 
 
 def rrf_score(fusion: RankFusionTrace, k: int) -> float:
@@ -155,18 +180,10 @@ def rrf_scores(
     value = value * temporal_factor
     if recency_boost_factor is not None:
         value = value * recency_boost_factor
-    ties = [None] * len(value) if tie_break is None else tie_break.tolist()
-    scores: list[float] = []
-    for v, ranked, tie in zip(
-        value.tolist(), (has_semantic | has_lexical).tolist(), ties, strict=True
-    ):
-        if not ranked:
-            scores.append(0.0)
-            continue
-        score = round(v, 10)
-        if tie is not None and score > 0.0:
-            score = score - tie * TIE_BREAK_SCALE
-        scores.append(score)
+    rounded = np.asarray(round_places(value), dtype=np.float64)
+    if tie_break is not None:  # the same two IEEE operations as rrf_value, element by element
+        rounded = np.where(rounded > 0.0, rounded - tie_break * TIE_BREAK_SCALE, rounded)
+    scores: list[float] = np.where(has_semantic | has_lexical, rounded, 0.0).tolist()
     return scores
 
 
