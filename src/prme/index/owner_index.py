@@ -35,6 +35,7 @@ from prme.index.ann import (
     segment_key,
     segment_ranges,
 )
+from prme.index.arrays import distinct
 from prme.index.entity_graph import EntityGraph
 from prme.index.strings import StringColumn
 from prme.models.enums import (
@@ -368,7 +369,7 @@ class OwnerIndex:
             self.segment(a, b).search(query, count, self.ann.expansion_search) for a, b in ranges
         ]
         found.append(np.arange(ranges[-1][1] if ranges else 0, size, dtype=np.int64))
-        pool = np.unique(np.concatenate(found))
+        pool = distinct(np.concatenate(found))
         pool = pool[mask[pool]]
         chosen, cosines = rescore_top_k(pool, query, vectors, k, exact_dot)
         if chosen.size < min(k, allowed):  # the graphs found too few: scan the mask exactly

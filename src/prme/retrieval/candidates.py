@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from prme.index.arrays import distinct
 from prme.index.owner_index import OwnerIndex, VectorScores
 from prme.retrieval.features import (
     GRAPH_PROXIMITY,
@@ -150,7 +151,7 @@ class CandidatePool:
 def candidate_pool(ix: OwnerIndex, hits: ChannelHits, settings: FilterSettings) -> CandidatePool:
     """Every channel's hits merged, filtered by ``settings``, with membership and features."""
     graph_pos = hits.graph_pos
-    pool = np.unique(
+    pool = distinct(
         np.concatenate([hits.vector_pos, hits.lexical_pos, graph_pos, hits.pinned_pos]).astype(
             np.int64
         )
