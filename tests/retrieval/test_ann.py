@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.owner_index import mapped
 
 from prme import MemoryClient
 from prme.config import PRMEConfig, RetrievalConfig
@@ -305,13 +306,13 @@ def test_a_reopened_pack_loads_the_saved_owner_index(
     _same(reader.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT), first)
     loaded = reader.engine.store.owner_index("alice")
     assert loaded is not None and loaded.saved_size == len(texts)
-    assert isinstance(loaded.vectors, np.memmap)  # not read into memory
+    assert mapped(loaded.vectors)  # not read into memory
     # nor anything else: the columns, the graph's arrays and the strings are mapped too, and
     # a string is decoded when read
     from prme.index.strings import StringColumn
 
-    assert all(isinstance(loaded.columns[name], np.memmap) for name, _ in NUMERIC_COLUMNS)
-    assert isinstance(loaded.graph.positions, np.memmap)
+    assert all(mapped(loaded.columns[name]) for name, _ in NUMERIC_COLUMNS)
+    assert mapped(loaded.graph.positions)
     assert all(isinstance(c, StringColumn) for c in (loaded.ids, loaded.evidence))
     built = writer.engine.store.owner_index("alice")
     assert built is not None and isinstance(built.ids, list)

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from support.owner_index import mapped
 
 from prme import MemoryClient
 from prme.index import owner_index
@@ -142,7 +142,7 @@ def test_a_saved_index_survives_another_owners_delete_and_update(
         assert _ranked(reader, "alice") == first
     loaded = reader.engine.store.owner_index("alice")
     assert loaded is not None and loaded.size == loaded.saved_size == 120
-    assert isinstance(loaded.vectors, np.memmap)
+    assert mapped(loaded.vectors)
     found = {node for node, _ in _ranked(reader, "bob")}
     assert bob[0] not in found and bob[1] not in found and new_id in found
 
@@ -153,7 +153,7 @@ def test_a_saved_index_survives_another_owners_delete_and_update(
     assert first[0][0] not in {node for node, _ in _ranked(third, "alice")}
     rebuilt = third.engine.store.owner_index("alice")
     assert (
-        rebuilt is not None and rebuilt.size == 119 and not isinstance(rebuilt.vectors, np.memmap)
+        rebuilt is not None and rebuilt.size == 119 and not mapped(rebuilt.vectors)
     )
 
 
@@ -200,7 +200,7 @@ def test_an_index_saved_under_the_pack_wide_stamp_is_rebuilt(
     reader = make_client(path=pack_path)
     assert _ranked(reader, "alice") == first
     ix = reader.engine.store.owner_index("alice")
-    assert ix is not None and ix.size == 120 and not isinstance(ix.vectors, np.memmap)
+    assert ix is not None and ix.size == 120 and not mapped(ix.vectors)
 
 
 @pytest.mark.sqlite_only  # the SQLite file itself is edited

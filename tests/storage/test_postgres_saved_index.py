@@ -3,7 +3,7 @@ new process loads them instead of rebuilding them; a saved index that does not m
 database (stale after a write, update or delete, another owner's, tampered) is never served.
 
 Whether an index was loaded or rebuilt is observed without timing: a loaded index maps its saved
-vectors (``np.memmap``) and records its saved size, and a reader that must not rebuild has
+vectors (memory-mapped) and records its saved size, and a reader that must not rebuild has
 ``OwnerIndex.append`` and ``build_segment`` made to fail."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
 from conftest import FakeClock, make_config
+from support.owner_index import mapped
 
 from prme import MemoryClient
 from prme.config import RetrievalConfig
@@ -134,7 +134,7 @@ def test_a_new_process_loads_the_saved_index_and_does_not_rebuild_it(
     assert any("FROM owner_index_parts" in sql for sql in trace)
     loaded = reader.engine.store.owner_index("alice")
     assert loaded is not None and loaded.size == loaded.saved_size == ROWS
-    assert isinstance(loaded.vectors, np.memmap)  # the saved vectors, not rows read again
+    assert mapped(loaded.vectors)  # the saved vectors, not rows read again
 
     # rows written since the save are appended to the loaded index: the same results as an
     # index rebuilt from the rows alone
@@ -148,7 +148,7 @@ def test_a_new_process_loads_the_saved_index_and_does_not_rebuild_it(
     rebuilt = pack()
     assert _ranked(rebuilt) == ranked
     ix = rebuilt.engine.store.owner_index("alice")
-    assert ix is not None and not isinstance(ix.vectors, np.memmap)
+    assert ix is not None and not mapped(ix.vectors)
 
 
 @pytest.mark.parametrize("write", ["delete", "update"])
@@ -167,12 +167,12 @@ def test_a_saved_index_is_stale_after_a_delete_or_update(
     ranked = _ranked(reader)
     assert top not in {node_id for node_id, _ in ranked}
     ix = reader.engine.store.owner_index("alice")
-    assert ix is not None and not isinstance(ix.vectors, np.memmap)  # rebuilt, not loaded
+    assert ix is not None and not mapped(ix.vectors)  # rebuilt, not loaded
     # the rebuild was saved again, and that save serves the next process
     again = pack()
     assert _ranked(again) == ranked
     loaded = again.engine.store.owner_index("alice")
-    assert loaded is not None and isinstance(loaded.vectors, np.memmap)
+    assert loaded is not None and mapped(loaded.vectors)
 
 
 def test_a_saved_index_never_serves_another_owner(pack: Callable[..., MemoryClient]) -> None:
@@ -227,7 +227,7 @@ def test_a_tampered_saved_index_is_rejected_and_rebuilt(
     reader = pack()
     assert _ranked(reader) == first
     ix = reader.engine.store.owner_index("alice")
-    assert ix is not None and ix.size == ROWS and not isinstance(ix.vectors, np.memmap)
+    assert ix is not None and ix.size == ROWS and not mapped(ix.vectors)
     assert pack().engine.store.owner_index("alice").saved_size == ROWS  # saved again
 
 
@@ -304,4 +304,4 @@ def test_a_host_cache_serves_later_processes_while_the_pack_still_names_it(
     after = pack(cache=tmp_path / "other")
     assert grown[0][0] not in {node_id for node_id, _ in _ranked(after)}
     ix = after.engine.store.owner_index("alice")
-    assert ix is not None and not isinstance(ix.vectors, np.memmap)
+    assert ix is not None and not mapped(ix.vectors)

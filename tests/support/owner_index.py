@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -89,3 +90,13 @@ def build_index(rows: Sequence[dict[str, Any]]) -> OwnerIndex:
     vectors = np.array([r["vector"] for r in rows], dtype=np.float32).reshape(-1, DIMENSION)
     ix.append(encoded, vectors, entities)
     return ix
+
+
+def mapped(array: Any) -> bool:
+    """Whether ``array``'s memory is a file mapping (a saved index used in place, not read
+    into memory): the array or one of its bases is a memory map."""
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False

@@ -95,10 +95,16 @@ def read_stamp(directory: Path) -> IndexStamp | None:
         return None
 
 
+def _unwrapped(mapped: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """A plain ndarray over the same mapped pages: ``np.memmap`` costs a Python-level
+    ``__getitem__`` and ``__array_finalize__`` on every index, a few hundred per retrieve."""
+    return mapped.view(np.ndarray)
+
+
 def _mapped(path: Path, dtype: type[np.generic]) -> npt.NDArray[Any]:
     """A saved array, memory-mapped (read-only; an index that grows copies it first)."""
     try:
-        array: npt.NDArray[Any] = np.load(path, mmap_mode="r")
+        array: npt.NDArray[Any] = _unwrapped(np.load(path, mmap_mode="r"))
     except ValueError:  # an empty array cannot be mapped
         array = np.load(path)
     if array.dtype != np.dtype(dtype) or array.ndim != 1:
@@ -185,7 +191,7 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
         return None
     size = stamp.size
     try:
-        vectors = np.load(directory / "vectors.npy", mmap_mode="r")
+        vectors = _unwrapped(np.load(directory / "vectors.npy", mmap_mode="r"))
         columns = {
             name: _mapped(directory / f"column.{name}.npy", dtype)
             for name, dtype in NUMERIC_COLUMNS
