@@ -447,15 +447,38 @@ def _reopen(
     schema: str | None = None,
     index_cache: Path | None = None,
 ) -> dict[str, Any]:
+    """:func:`_serve` in a new process, so that its memory is the served pack's alone (not
+    this process's generated workload or the index it built)."""
+    plan = {
+        "pack": str(pack),
+        "provider": provider,
+        "asked": asked,
+        "backend": backend,
+        "url": url,
+        "schema": schema,
+        "index_cache": None if index_cache is None else str(index_cache),
+    }
+    command = [sys.executable, __file__, "--serve-worker", json.dumps(plan)]
+    command += ["--vector-index", VECTOR_INDEX["mode"]]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit("benchmark reopen worker failed")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _serve(plan: dict[str, Any]) -> dict[str, Any]:
     """Open the filled pack in a new client (on PostgreSQL: a new store on the same schema):
     RSS after opening, the first retrieve's time and process CPU (the owner index is loaded
-    then), RSS after it."""
-    import gc
-
-    gc.collect()
+    then), RSS after it, and the peak RSS of this process over every query asked."""
+    pack, provider, asked = Path(plan["pack"]), str(plan["provider"]), list(plan["asked"])
+    schema, cache = plan["schema"], plan["index_cache"]
     before = _rss_mib()
     started = time.perf_counter()
-    store = _open_store(backend, url, schema, index_cache) if schema is not None else None
+    store = None
+    if schema is not None:
+        store = _open_store(plan["backend"], plan["url"], schema, cache and Path(cache))
     with MemoryClient(pack, config=_config(provider), store=store) as client:
         opened_ms = (time.perf_counter() - started) * 1000
         after_open = _rss_mib()
@@ -467,6 +490,8 @@ def _reopen(
         started = time.perf_counter()
         client.retrieve(asked[2], user_id=OWNER, reference_time=NOW)
         second_ms = (time.perf_counter() - started) * 1000
+        for query in asked[3:]:
+            client.retrieve(query, user_id=OWNER, reference_time=NOW)
     return {
         "open_ms": round(opened_ms, 3),
         "first_retrieve_ms": round(first_ms, 3),
@@ -476,6 +501,10 @@ def _reopen(
         "rss_mib_before_open": before,
         "rss_mib_after_open": after_open,
         "rss_mib_after_first_retrieve": after_first,
+        "queries": len(asked) - 1,
+        "peak_rss_mib_serving": round(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+        ),
     }
 
 
@@ -734,6 +763,7 @@ def main() -> None:
         help="instead: N owners x 100 memories in one pack (10000 is the issue's figure)",
     )
     parser.add_argument("--worker", nargs=2, metavar=("SIZE", "PROVIDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-worker", metavar="PLAN", help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
         "--vector-index",
@@ -749,6 +779,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     VECTOR_INDEX["mode"] = args.vector_index
+    if args.serve_worker:
+        print(json.dumps(_serve(json.loads(args.serve_worker))))
+        return
     if args.worker:
         size, provider = int(args.worker[0]), args.worker[1]
         if args.storage:
