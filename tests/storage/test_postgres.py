@@ -246,7 +246,7 @@ def test_migrations_are_versioned_and_idempotent(
 ) -> None:
     schema = schemas("mig")
     every = [m.version for m in migrations.MIGRATIONS]
-    assert every == [1, 2, 3, 4, 5, 6, 7]
+    assert every == [1, 2, 3, 4, 5, 6, 7, 8]
     assert migrations.pending(postgres_url, schema=schema) == every
     with pytest.raises(IntegrityError, match="prme db upgrade"):
         PostgresStore(postgres_url, schema=schema, upgrade=False)
@@ -263,6 +263,7 @@ def test_migrations_are_versioned_and_idempotent(
         (5, "kept pack digest and compact receipts"),
         (6, "saved owner indexes"),
         (7, "per-owner delete sequences"),
+        (8, "owner-keyed lexical index"),
     ]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
@@ -347,7 +348,7 @@ def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
         conn.execute(
             f"INSERT INTO {old}.memories({columns}) SELECT {columns} FROM {current}.memories"
         )
-    assert migrations.upgrade(postgres_url, schema=old) == [2, 3, 4, 5, 6, 7]
+    assert migrations.upgrade(postgres_url, schema=old) == [2, 3, 4, 5, 6, 7, 8]
     assert _lexical_statistics(postgres_url, old) == expected
     with admin(postgres_url) as conn:
         tables = {
@@ -386,7 +387,18 @@ def test_migration_5_computes_the_digest_state_of_an_existing_pack(
         dimension = json.loads(embedder[0])["dimension"]
         conn.execute(f"ALTER TABLE {old}.vectors ALTER COLUMN vec TYPE vector({dimension})")
         for table in ("memories", "vectors", "entities"):
-            conn.execute(f"INSERT INTO {old}.{table} SELECT * FROM {current}.{table}")
+            # the old schema's columns (later migrations add some)
+            columns = ", ".join(
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+                    (old, table),
+                )
+            )
+            conn.execute(
+                f"INSERT INTO {old}.{table}({columns}) SELECT {columns} FROM {current}.{table}"
+            )
         # an operation (and a receipt) stored as text before payloads became bytea
         for op_type, payload in (("note", '{"a":"é"}'), ("retrieval_receipt", '{"r":1}')):
             conn.execute(
@@ -394,7 +406,7 @@ def test_migration_5_computes_the_digest_state_of_an_existing_pack(
                 " created_at, payload, checksum) VALUES (%s, %s, 'alice', NULL, NULL, 1, %s, %s)",
                 (f"{op_type}-1", op_type, payload, sha256_hex(payload)),
             )
-    assert migrations.upgrade(postgres_url, schema=old) == [5, 6, 7]
+    assert migrations.upgrade(postgres_url, schema=old) == [5, 6, 7, 8]
     upgraded = PostgresStore(postgres_url, schema=old)
     try:
         assert upgraded.kept_digest_state() == expected == upgraded.recompute_digest_state()
@@ -419,7 +431,7 @@ def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[st
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(results) == [[], [], [], [1, 2, 3, 4, 5, 6, 7]]
+    assert sorted(results) == [[], [], [], [1, 2, 3, 4, 5, 6, 7, 8]]
 
 
 def test_serialized_holds_an_advisory_lock_per_key(

@@ -36,24 +36,20 @@ def search(
     if n_docs == 0 or n_tokens == 0:
         return []
     query = [
-        (int(ord_), str(lexeme), bm25_idf(n_docs, int(df)))
-        for ord_, lexeme, df, _, _ in found
-        if "'" not in lexeme and "\\" not in lexeme
+        (int(ord_), str(lexeme), bm25_idf(n_docs, int(df))) for ord_, lexeme, df, _, _ in found
     ]
-    if not query:
-        return []
     ords, lexemes, idfs = (list(column) for column in zip(*query, strict=True))
-    tsquery = " | ".join(sorted({f"'{lexeme}'" for lexeme in lexemes}))
     scope_sql, scope_params = "", []
     if scopes is not None:
         scope_sql = " AND h.scope = ANY(%s)"
         scope_params = [sorted({s.value for s in scopes})]
-    # The exact arithmetic of FTS5's bm25(), summed in query-term order. The GIN
-    # index goes first (as FTS5's MATCH does), then the owner and scope filter.
+    # The exact arithmetic of FTS5's bm25(), summed in query-term order. The owner's GIN
+    # entries go first (as FTS5's MATCH does; :mod:`prme.storage.postgres.migrations_lexical`),
+    # then the owner and scope filter.
     rows = run(
         "SELECT h.rowid, SUM(w.idf * ((u.tf * (%s + 1.0))"
         " / (u.tf + %s * (1.0 - %s + %s * h.doc_len / %s))) ORDER BY w.ord)"
-        " AS score FROM prme_lexical_hits(%s::tsquery) AS h CROSS JOIN LATERAL"
+        " AS score FROM prme_owner_lexical_hits(%s, %s::text[]) AS h CROSS JOIN LATERAL"
         " (SELECT lexeme, cardinality(positions)::float8 AS tf FROM unnest(h.tsv)) AS u"
         " JOIN unnest(%s::int[], %s::text[], %s::float8[]) AS w(ord, lexeme, idf)"
         " ON w.lexeme = u.lexeme"
@@ -65,7 +61,8 @@ def search(
             BM25_B,
             BM25_B,
             n_tokens / n_docs,
-            tsquery,
+            user_id,
+            sorted(set(lexemes)),
             ords,
             lexemes,
             idfs,

@@ -25,6 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from prme.errors import InvalidInputError, StorageUnavailableError
 from prme.storage.base import new_pack_meta
+from prme.storage.postgres.migrations_lexical import owner_lexical_index
 
 DEFAULT_SCHEMA = "prme"
 STORE_SCHEMA_VERSION = "1"
@@ -369,6 +370,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "kept pack digest and compact receipts", _v5),
     Migration(6, "saved owner indexes", _v6),
     Migration(7, "per-owner delete sequences", _v7),
+    Migration(8, "owner-keyed lexical index", owner_lexical_index),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
