@@ -1,5 +1,6 @@
 """The owners' column indexes of a SQLite pack: read from the tables in batches, and saved
-beside the pack (``index/``) so that reopening a large pack loads them instead of rebuilding."""
+beside the pack (``index/``), with the owners' lexical postings, so that reopening a large pack
+loads them instead of rebuilding them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from prme.index import index_file
 from prme.index.ann import AnnPolicy
 from prme.index.owner_index import OwnerIndex
 from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
-from prme.storage.fts5_lexical import first_varint
+from prme.storage.fts5_lexical import first_varint, owner_postings, shared_postings
 
 # Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
 INDEX_DIR = "index"
@@ -76,13 +77,21 @@ def saved(
         return None
     index = index_file.load(directory, stamp, ann=ann, ann_dir=root)
     if index is not None:
-        index.saved_size = stamp.size
+        postings = index_file.load_postings(directory, stamp)
+        if postings is not None:
+            shared_postings(index).postings = postings
+        # saved without its postings (before they were saved): saved again with them, so
+        # that the next process does not tokenize every row again
+        index.saved_size = stamp.size if postings is not None else 0
     return index
 
 
-def save(root: Path, pack_id: str, user_id: str, index: OwnerIndex) -> None:
-    """Save a large owner's index once it has grown enough since it was last saved (a failed
-    write keeps it in memory only)."""
+def save(
+    conn: sqlite3.Connection, root: Path, pack_id: str, user_id: str, index: OwnerIndex
+) -> None:
+    """Save a large owner's index, with its lexical postings (the rows not tokenized yet are,
+    on ``conn``), once it has grown enough since it was last saved (a failed write keeps it in
+    memory only)."""
     grown = index.size - index.saved_size
     if index.size < SAVE_INDEX_ROWS or grown < max(SAVE_INDEX_ROWS, index.saved_size // 8):
         return
@@ -94,6 +103,7 @@ def save(root: Path, pack_id: str, user_id: str, index: OwnerIndex) -> None:
         size=index.size,
         max_rowid=index.max_rowid,
     )
+    postings = owner_postings(conn, index)
     with suppress(OSError):
-        index_file.save(index, index_file.owner_directory(root, user_id), stamp)
+        index_file.save(index, index_file.owner_directory(root, user_id), stamp, postings)
         index.saved_size = index.size
