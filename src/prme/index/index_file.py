@@ -12,6 +12,11 @@ when the stamp matches the database (the owner's row count up to that rowid incl
 appends the rows written since, as it does for an index kept in memory; anything else (a
 missing, partial, stale or unreadable directory) is ignored and the index is rebuilt from the
 rows.
+
+A SQLite pack's index also keeps the owner's lexical postings (:mod:`prme.index.postings`):
+``lexical.json`` (the stamp they were made for and their segments' bounds) and their arrays
+(``lexical.*.npy``), memory-mapped when loaded; without them (a PostgreSQL pack's index, or one
+saved before) the postings are derived from the rows again.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from prme.index import strings
 from prme.index.ann import segment_key, segment_ranges
 from prme.index.entity_graph import EntityGraph
 from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
+from prme.index.postings import ARRAYS, OFFSET_DTYPES, OwnerPostings
 from prme.index.strings import StringColumn
 
 FORMAT = 2  # 2: every array its own .npy (memory-mapped), strings as blob + offsets
@@ -39,6 +45,7 @@ META = "meta.json"
 STRING_COLUMNS = ("ids", "content_sha256", "evidence")
 GRAPH_ARRAYS = ("offsets", "positions", "position_offsets", "name_ids")
 SEGMENTS = "segments.json"  # the ANN segment files the saved index uses (their keys)
+LEXICAL = "lexical.json"  # the lexical postings' stamp and segments (SQLite packs)
 
 
 @dataclass(frozen=True)
@@ -101,13 +108,14 @@ def _unwrapped(mapped: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return mapped.view(np.ndarray)
 
 
-def _mapped(path: Path, dtype: type[np.generic]) -> npt.NDArray[Any]:
-    """A saved array, memory-mapped (read-only; an index that grows copies it first)."""
+def _mapped(path: Path, *dtypes: type[np.generic] | np.dtype[Any]) -> npt.NDArray[Any]:
+    """A saved array of one of ``dtypes``, memory-mapped (read-only; an index that grows
+    copies it first)."""
     try:
         array: npt.NDArray[Any] = _unwrapped(np.load(path, mmap_mode="r"))
     except ValueError:  # an empty array cannot be mapped
         array = np.load(path)
-    if array.dtype != np.dtype(dtype) or array.ndim != 1:
+    if array.dtype not in [np.dtype(d) for d in dtypes] or array.ndim != 1:
         raise ValueError(f"{path.name}: unexpected {array.dtype} {array.shape}")
     return array
 
@@ -142,9 +150,12 @@ def prune_segments(ann_dir: Path | None, keys: set[str]) -> None:
             (ann_dir / f"{key}.usearch").unlink(missing_ok=True)
 
 
-def save(index: OwnerIndex, directory: Path, stamp: IndexStamp) -> None:
-    """Write ``index`` (its first ``stamp.size`` rows) to ``directory``, replacing what is
-    there; ``meta.json`` comes last, so a partial write is never loaded.
+def save(
+    index: OwnerIndex, directory: Path, stamp: IndexStamp, postings: OwnerPostings | None = None
+) -> None:
+    """Write ``index`` (its first ``stamp.size`` rows), and ``postings`` when they cover as
+    many, to ``directory``, replacing what is there; ``meta.json`` comes last, so a partial
+    write is never loaded.
 
     The owner's ANN segment files that no longer serve it are deleted: those the previous
     save listed, or this index built, that are not segments of the index at ``stamp.size``
@@ -172,6 +183,8 @@ def save(index: OwnerIndex, directory: Path, stamp: IndexStamp) -> None:
         for name in GRAPH_ARRAYS:
             np.save(partial / f"graph.{name}.npy", getattr(graph, name))
         (partial / SEGMENTS).write_text(json.dumps(sorted(current)), "utf-8")
+        if postings is not None and postings.size == size:
+            _save_postings(partial, postings, stamp)
         (partial / META).write_text(json.dumps(stamp.as_json()), "utf-8")
         old = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.old")
         if directory.exists():
@@ -237,3 +250,30 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
         index_dir=directory,
         **settings,
     )
+
+
+def _save_postings(directory: Path, postings: OwnerPostings, stamp: IndexStamp) -> None:
+    bounds, arrays = postings.arrays()
+    for name, array in arrays.items():
+        np.save(directory / f"lexical.{name}.npy", array)
+    meta = {"stamp": stamp.as_json(), "segments": bounds}
+    (directory / LEXICAL).write_text(json.dumps(meta), "utf-8")
+
+
+def load_postings(directory: Path, stamp: IndexStamp) -> OwnerPostings | None:
+    """The lexical postings saved with the index of ``stamp`` (None when there are none, or
+    they were saved for another stamp, or are unreadable)."""
+    try:
+        meta = json.loads((directory / LEXICAL).read_text("utf-8"))
+        if meta.get("stamp") != stamp.as_json():
+            return None
+        arrays = {  # plain views of the mappings: a query slices them many times
+            name: _mapped(
+                directory / f"lexical.{name}.npy",
+                *(OFFSET_DTYPES if name == "offsets" else (dtype,)),
+            ).view(np.ndarray)
+            for name, dtype in ARRAYS.items()
+        }
+        return OwnerPostings.from_arrays(stamp.size, meta["segments"], arrays)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

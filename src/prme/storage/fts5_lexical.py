@@ -1,56 +1,50 @@
 """The SQLite pack's lexical channel: FTS5's BM25 over one owner's memories.
 
 FTS5's ``bm25()`` takes its statistics (row count, average length, document frequency) from the
-whole table, so one owner's writes would move every other owner's scores. Here FTS5 still
-tokenizes and indexes everything, but the score is computed from FTS5's own term data with the
-owner's statistics alone (:mod:`prme.index.bm25`):
+whole table, so one owner's writes would move every other owner's scores, and its postings list
+every owner's rows. Here FTS5 still tokenizes and indexes everything for the pack, but the score
+is computed from the owner's own postings with the owner's statistics alone
+(:mod:`prme.index.bm25`):
 
 - each query term is tokenized by FTS5 itself (the pack's tokenizer, in a private in-memory
   database), so a term is the same phrase FTS5's ``MATCH '"term"'`` would search;
-- the postings of each token come from an ``fts5vocab`` ``instance`` table (per connection, in
-  the ``temp`` schema, so the pack file is unchanged); a phrase's instance count in a row is
-  the number of positions where its tokens follow each other, as FTS5 counts them;
-- the owner's column index supplies which rows are the owner's, their scopes and token counts
-  (FTS5's ``docsize``), hence the owner's document count, mean length and, from the postings,
-  the owner's document frequency of each phrase.
+- the owner's postings (:mod:`prme.index.postings`) hold every instance of every token of the
+  owner's rows, tokenized by the pack's FTS5 tokenizer in a private in-memory database (so they
+  are what FTS5's index holds for those rows); they grow with the owner index (the rows appended
+  since are tokenized when a search first needs them), are kept with the index in memory, and
+  are saved with it (:mod:`prme.index.index_file`); a phrase's instance count in a row is the
+  number of positions where its tokens follow each other, as FTS5 counts them;
+- the owner's column index supplies the owner's rows, their scopes and token counts (FTS5's
+  ``docsize``), hence the owner's document count, mean length and, from the postings, the
+  owner's document frequency of each phrase.
 
-Every matching row of the pack is read (as FTS5's ``MATCH`` does), and only the owner's count.
-Nothing is stored beyond FTS5's index, so packs of every version work unchanged.
+A query reads only the owner's postings of its tokens: no other owner's rows, however many hold
+them, change what it reads or how long it takes.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 import sqlite3
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from prme.index.bm25 import bm25_idf, bm25_scores
 from prme.index.owner_index import OwnerIndex
+from prme.index.postings import Instances, OwnerPostings, Vocabulary
 
-INSTANCE_TABLE = "temp.prme_fts_instance"
 _CACHE_LIMIT = 4096
-# An owner with at most this many memories takes its postings from its own rows (tokenized
-# once per index size): its query then costs the same in a pack of any size. A larger owner
-# reads the pack's postings of each query token.
-OWNER_POSTINGS_ROWS = 1024
+TOKENIZE_BATCH_ROWS = 32768  # rows tokenized at a time when an owner's postings grow
+POSTINGS = "lexical_postings"  # the key of an owner index's postings in its derived values
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
 
 Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
-
-
-def create_instance_table(conn: sqlite3.Connection) -> None:
-    """The pack's FTS5 postings as ``(term, doc, col, offset)`` rows, on this connection."""
-    conn.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {INSTANCE_TABLE}"
-        " USING fts5vocab(main, memories_fts, instance)"
-    )
 
 
 def first_varint(blob: bytes | None) -> int:
@@ -74,8 +68,6 @@ class QueryTokenizer:
         self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self._conn.execute(f"CREATE VIRTUAL TABLE terms USING fts5(term, tokenize='{tokenize}')")
         self._conn.execute("CREATE VIRTUAL TABLE terms_instance USING fts5vocab(terms, instance)")
-        self._conn.execute(f"CREATE VIRTUAL TABLE docs USING fts5(content, tokenize='{tokenize}')")
-        self._conn.execute("CREATE VIRTUAL TABLE docs_instance USING fts5vocab(docs, instance)")
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[str, ...]] = {}
 
@@ -103,35 +95,72 @@ class QueryTokenizer:
                     self._cache[term] = tuple(found.get(i, ()))
             return [self._cache[t] for t in terms]
 
-    def postings(self, rows: Sequence[tuple[int, str]]) -> OwnerPostings:
-        """The instances of every token of ``rows`` (``(rowid, text)``), as FTS5 indexes them."""
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN")
-            try:
-                conn.executemany("INSERT INTO docs(rowid, content) VALUES (?, ?)", rows)
-                found = conn.execute("SELECT term, doc, offset FROM docs_instance").fetchall()
-            finally:
-                conn.execute("ROLLBACK")
-        terms = sorted({str(t) for t, _, _ in found})
-        numbers = {t: i for i, t in enumerate(terms)}
-        term_ids = np.fromiter((numbers[str(t)] for t, _, _ in found), np.int64, len(found))
-        docs = np.fromiter((int(d) for _, d, _ in found), np.int64, len(found))
-        positions = np.fromiter((int(o) for _, _, o in found), np.int64, len(found))
-        order = np.lexsort((positions, docs, term_ids))  # by term, then row, then offset
-        offsets = np.zeros(len(terms) + 1, np.int64)
-        np.cumsum(np.bincount(term_ids, minlength=len(terms)), out=offsets[1:])
-        return OwnerPostings(tuple(terms), offsets, docs[order], positions[order])
-
     def close(self) -> None:
         self._conn.close()
 
 
-_DOCUMENT_TOKENIZERS: dict[str, QueryTokenizer] = {}
+def _integers(text: str | None) -> npt.NDArray[np.int64]:
+    if not text:
+        return np.zeros(0, np.int64)
+    return np.fromstring(text, dtype=np.int64, sep=",")
+
+
+@dataclass(frozen=True)
+class Tokenized:
+    """Documents as FTS5 indexes them: token ``tokens[i]`` (ascending) has the next
+    ``counts[i]`` instances of ``docs`` and ``offsets`` (by document, then offset)."""
+
+    tokens: list[str]
+    counts: npt.NDArray[np.int64]
+    docs: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
+
+
+class DocumentTokenizer:
+    """FTS5's tokenizer (one configuration) applied to documents, in a private in-memory
+    database per thread: one owner's rows never wait for another's."""
+
+    def __init__(self, tokenize: str) -> None:
+        self._tokenize = tokenize
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(":memory:", isolation_level=None)
+            # contentless, without sizes: only the index is kept (a third less work)
+            conn.execute(
+                "CREATE VIRTUAL TABLE docs USING fts5(content, content='', columnsize=0,"
+                f" tokenize='{self._tokenize}')"
+            )
+            conn.execute("CREATE VIRTUAL TABLE docs_row USING fts5vocab(docs, row)")
+            conn.execute("CREATE VIRTUAL TABLE docs_instance USING fts5vocab(docs, instance)")
+            self._local.conn = conn
+        return conn
+
+    def tokenized(self, rows: Iterable[tuple[int, str]]) -> Tokenized:
+        """The instances of every token of ``rows`` (``(doc, text)``), as FTS5 indexes them.
+        Both vocabulary tables list tokens in FTS5's order, and the instances come back as one
+        comma-separated text (a Python row per instance costs several times more)."""
+        conn = self._connection()
+        conn.execute("BEGIN")
+        try:
+            conn.executemany("INSERT INTO docs(rowid, content) VALUES (?, ?)", rows)
+            counted = conn.execute("SELECT term, cnt FROM docs_row").fetchall()
+            docs, offsets = conn.execute(
+                "SELECT group_concat(doc), group_concat(offset) FROM docs_instance"
+            ).fetchone()
+        finally:
+            conn.execute("ROLLBACK")
+        counts = np.fromiter((int(c) for _, c in counted), np.int64, len(counted))
+        return Tokenized([str(t) for t, _ in counted], counts, _integers(docs), _integers(offsets))
+
+
+_DOCUMENT_TOKENIZERS: dict[str, DocumentTokenizer] = {}
 _DOCUMENT_TOKENIZERS_LOCK = threading.Lock()
 
 
-def pack_tokenizer(conn: sqlite3.Connection) -> QueryTokenizer:
+def pack_tokenizer(conn: sqlite3.Connection) -> DocumentTokenizer:
     """A tokenizer with the pack's FTS5 configuration (as ``memories_fts`` declares it)."""
     (sql,) = conn.execute(
         "SELECT sql FROM main.sqlite_master WHERE name = 'memories_fts'"
@@ -141,98 +170,71 @@ def pack_tokenizer(conn: sqlite3.Connection) -> QueryTokenizer:
     with _DOCUMENT_TOKENIZERS_LOCK:
         tokenizer = _DOCUMENT_TOKENIZERS.get(tokenize)
         if tokenizer is None:
-            tokenizer = _DOCUMENT_TOKENIZERS[tokenize] = QueryTokenizer(tokenize)
+            tokenizer = _DOCUMENT_TOKENIZERS[tokenize] = DocumentTokenizer(tokenize)
         return tokenizer
 
 
+@dataclass
+class SharedPostings:
+    """An owner index's postings, shared by every snapshot of the index (kept in its derived
+    values): they cover ``postings.size`` positions, and grow under ``lock``."""
+
+    postings: OwnerPostings = field(default_factory=lambda: OwnerPostings(Vocabulary()))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def shared_postings(index: OwnerIndex) -> SharedPostings:
+    """The postings ``index`` and its snapshots share (none computed yet for a new index)."""
+    found = index.derived_values.get(POSTINGS)
+    if found is None:  # (the size is unused: the postings say which positions they cover)
+        found = index.derived_values.setdefault(POSTINGS, (-1, SharedPostings()))
+    shared: SharedPostings = found[1]
+    return shared
+
+
 def owner_postings(conn: sqlite3.Connection, index: OwnerIndex) -> OwnerPostings:
-    """The postings of the owner's rows in ``index`` (their text read on ``conn``, inside the
-    caller's read snapshot), tokenized as the pack's FTS5 index tokenizes them."""
-    rows = conn.execute(
-        "SELECT rowid, content FROM memories WHERE rowid IN (SELECT value FROM json_each(?))"
-        " ORDER BY rowid",
-        (json.dumps(index.col("rowid").tolist()),),
-    ).fetchall()
-    return pack_tokenizer(conn).postings([(int(r), str(c or "")) for r, c in rows])
+    """The postings of the owner's rows in ``index``: those computed so far, grown by the rows
+    appended since (their text read on ``conn``, inside the caller's read snapshot, and
+    tokenized as the pack's FTS5 index tokenizes them)."""
+    shared = shared_postings(index)
+    with shared.lock:
+        postings = shared.postings
+        if postings.size < index.size:
+            postings = shared.postings = _grown(conn, index, postings)
+    return postings.upto(index.size)
 
 
-def _integers(text: str | None) -> npt.NDArray[np.int64]:
-    if not text:
-        return np.zeros(0, np.int64)
-    return np.fromstring(text, dtype=np.int64, sep=",")
+def _grown(conn: sqlite3.Connection, index: OwnerIndex, postings: OwnerPostings) -> OwnerPostings:
+    tokenizer = pack_tokenizer(conn)
+    rowids = index.col("rowid")
+    for start in range(postings.size, index.size, TOKENIZE_BATCH_ROWS):
+        end = min(start + TOKENIZE_BATCH_ROWS, index.size)
+        wanted = rowids[start:end]
+        rows = conn.execute(
+            "SELECT rowid, content FROM memories WHERE rowid IN (SELECT value FROM json_each(?))"
+            " ORDER BY rowid",
+            (json.dumps(wanted.tolist()),),
+        ).fetchall()
+        found = np.fromiter((int(r) for r, _ in rows), np.int64, len(rows))
+        positions = (start + np.searchsorted(wanted, found)).tolist()
+        batch = tokenizer.tokenized(zip(positions, (str(c or "") for _, c in rows), strict=True))
+        postings = postings.appended(end, batch.tokens, batch.counts, batch.docs, batch.offsets)
+    return postings
 
 
-class PackPostings:
-    """A token's instances from the pack's FTS5 index (every row of the pack holding it). The
-    postings come back as one comma-separated text (fetching a Python row per posting costs
-    several times more)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def docs(self, token: str) -> npt.NDArray[np.int64]:
-        """The rows of the token's instances, by row."""
-        (docs,) = self._conn.execute(
-            f"SELECT group_concat(doc) FROM {INSTANCE_TABLE} WHERE term = ?", (token,)
-        ).fetchone()
-        return _integers(docs)
-
-    def instances(self, token: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """The rows and token offsets of the token's instances (pairwise)."""
-        # Both aggregates see the rows in the same order, so they pair up.
-        docs, offsets = self._conn.execute(
-            f"SELECT group_concat(doc), group_concat(offset) FROM {INSTANCE_TABLE} WHERE term = ?",
-            (token,),
-        ).fetchone()
-        return _integers(docs), _integers(offsets)
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerPostings:
-    """The instances of every token in one owner's rows, as CSR arrays: token ``terms[i]``'s
-    instances are ``rowids[offsets[i]:offsets[i + 1]]`` with their token offsets
-    ``positions[...]``, by row then offset — what FTS5's index holds for those rows, since it
-    is the same tokenizer over the same text."""
-
-    terms: tuple[str, ...]  # ascending
-    offsets: npt.NDArray[np.int64]
-    rowids: npt.NDArray[np.int64]
-    positions: npt.NDArray[np.int64]
-
-    def _row(self, token: str) -> int | None:
-        at = bisect.bisect_left(self.terms, token)
-        return at if at < len(self.terms) and self.terms[at] == token else None
-
-    def docs(self, token: str) -> npt.NDArray[np.int64]:
-        return self.instances(token)[0]
-
-    def instances(self, token: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        row = self._row(token)
-        if row is None:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        a, b = int(self.offsets[row]), int(self.offsets[row + 1])
-        return self.rowids[a:b], self.positions[a:b]
-
-
-PostingSource = PackPostings | OwnerPostings
-
-
-def _token_frequencies(source: PostingSource, token: str) -> Postings:
-    """Rows holding the token and how many times."""
-    return _run_lengths(source.docs(token))
-
-
-def _run_lengths(docs: npt.NDArray[np.int64]) -> Postings:
-    """Each distinct row of ``docs`` once, ascending, and how many times it occurs. FTS5 lists
-    a term's instances by row, so the runs are usually sorted already (a linear pass, no
-    sort); otherwise they are sorted first."""
+def _run_lengths(docs: npt.NDArray[Any]) -> Postings:
+    """Each distinct row of ``docs`` (ascending, as postings list them) once, and how many
+    times it occurs."""
     if docs.size == 0:
-        return docs, np.zeros(0, np.float64)
-    if docs.size > 1 and bool((docs[1:] < docs[:-1]).any()):
-        docs = np.sort(docs, kind="stable")
-    starts = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
-    counts = np.diff(np.append(starts, docs.size)).astype(np.float64)
-    return docs[starts], counts
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    first = np.empty(docs.size, dtype=np.bool_)
+    first[0] = True
+    np.not_equal(docs[1:], docs[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    counts = np.empty(starts.size, dtype=np.float64)
+    np.subtract(starts[1:], starts[:-1], out=counts[:-1])
+    counts[-1] = docs.size - starts[-1]
+    return docs[starts].astype(np.int64), counts
 
 
 def _distinct(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -245,17 +247,22 @@ def _distinct(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     return result
 
 
-def _phrase_frequencies(source: PostingSource, tokens: Sequence[str]) -> Postings:
-    """Rows holding the tokens at consecutive positions, and how many times (FTS5 phrases)."""
-    starts: set[tuple[int, int]] | None = None
+def _phrase_frequencies(found: dict[str, Instances], tokens: Sequence[str]) -> Postings:
+    """Rows holding the tokens at consecutive offsets, and how many times (FTS5 phrases): the
+    starts ``(row, offset - i)`` of the ``i``-th token common to every token, as one int64 key
+    each (row in the high half)."""
+    starts: npt.NDArray[np.int64] | None = None
     for shift, token in enumerate(tokens):
-        docs, offsets = source.instances(token)
-        at = set(zip(docs.tolist(), (offsets - shift).tolist(), strict=True))
-        starts = at if starts is None else starts & at
-        if not starts:
-            return np.zeros(0, np.int64), np.zeros(0, np.float64)
-    rows, counts = np.unique(np.asarray([d for d, _ in starts or ()], np.int64), return_counts=True)
-    return rows.astype(np.int64), counts.astype(np.float64)
+        docs, offsets = found[token]
+        start = offsets.astype(np.int64) - shift
+        valid = start >= 0  # the first token's offsets are never negative
+        keys = (docs[valid].astype(np.int64) << 32) | start[valid]  # ascending, distinct
+        starts = keys if starts is None else np.intersect1d(starts, keys, assume_unique=True)
+        if starts.size == 0:
+            break
+    if starts is None or starts.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    return _run_lengths(starts >> 32)
 
 
 def owner_bm25(
@@ -269,22 +276,18 @@ def owner_bm25(
     score descending then rowid, with FTS5's BM25 over the owner's memories (``index``)."""
     if index.size == 0 or k <= 0:
         return []
-    source: PostingSource = PackPostings(conn)
-    if index.size <= OWNER_POSTINGS_ROWS:
-        source = index.derived("owner_postings", lambda: owner_postings(conn, index))
+    found = owner_postings(conn, index).lookup([t for tokens in phrases for t in tokens])
     cache: dict[str, Postings] = {}
-    per_phrase: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
+    per_phrase: list[Postings] = []
     for tokens in phrases:
         if not tokens:  # FTS5 matches nothing for an empty phrase
             continue
         if len(tokens) == 1:
             if tokens[0] not in cache:
-                cache[tokens[0]] = _token_frequencies(source, tokens[0])
-            docs, freq = cache[tokens[0]]
+                cache[tokens[0]] = _run_lengths(found[tokens[0]][0])
+            per_phrase.append(cache[tokens[0]])
         else:
-            docs, freq = _phrase_frequencies(source, tokens)
-        positions, mine = index.positions_of(docs)
-        per_phrase.append((positions, freq[mine]))
+            per_phrase.append(_phrase_frequencies(found, tokens))
     matched = [positions for positions, _ in per_phrase if positions.size]
     if not matched:
         return []
@@ -306,6 +309,20 @@ def owner_bm25(
         aligned[at[hit]] = freq[hit]
         frequencies.append(aligned)
     scores = bm25_scores(idfs, frequencies, doc_len[pool].astype(np.float64), avgdl)
-    rowids = index.col("rowid")[pool]
-    order = np.lexsort((rowids, -scores))[:k]
-    return list(zip(rowids[order].tolist(), scores[order].tolist(), strict=True))
+    order = _best(scores, k)
+    rowids = index.col("rowid")[pool[order]]
+    return list(zip(rowids.tolist(), scores[order].tolist(), strict=True))
+
+
+def _best(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
+    """The indexes of the ``k`` best scores, best first, then by index (the pool is in
+    position order, hence rowid order): the ``k``-th best score bounds the candidates, so
+    only they are sorted."""
+    if k < scores.size:
+        bound = np.partition(scores, scores.size - k)[scores.size - k]
+        candidates = np.flatnonzero(scores >= bound)  # the k best, and any tied with the last
+        order: npt.NDArray[np.int64] = candidates[
+            np.argsort(-scores[candidates], kind="stable")[:k]
+        ]
+        return order
+    return np.argsort(-scores, kind="stable")

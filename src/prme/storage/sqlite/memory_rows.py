@@ -239,7 +239,7 @@ class MemoryRows(OwnerIndexCache):
             index.delete_seq = delete_seq
             self._indexes[user_id] = index
             if not self.read_only_mode:  # a read-only pack keeps it in memory only
-                indexes.save(root, self._pack_id, user_id, index)
+                indexes.save(self.conn, root, self._pack_id, user_id, index)
             return index.snapshot()
 
     def lexical_search(

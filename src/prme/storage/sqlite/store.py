@@ -27,7 +27,7 @@ from prme.index.owner_index import OwnerIndex
 from prme.models.receipt import PackIdentity
 from prme.storage import digest as pack_digest_
 from prme.storage.base import RowScan, StorageFinding, Tracer, new_pack_meta
-from prme.storage.fts5_lexical import QueryTokenizer, create_instance_table
+from prme.storage.fts5_lexical import QueryTokenizer
 from prme.storage.pack_rows import RowKind
 from prme.storage.sqlite import connection, pack
 from prme.storage.sqlite.indexes import INDEX_DIR
@@ -169,7 +169,6 @@ class SQLiteStore(MemoryRows, OperationsLog):
                 connection.retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), self._lock_window)
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-            create_instance_table(conn)
         except BaseException:
             conn.close()
             raise

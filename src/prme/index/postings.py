@@ -1,0 +1,353 @@
+"""An owner's lexical postings: for each token of the owner's memories, the positions (rows of
+the owner index) and token offsets of its instances — what FTS5's full-detail index holds for
+those rows, since the SQLite pack derives them with FTS5's own tokenizer
+(:mod:`prme.storage.fts5_lexical`). They come from the owner's rows alone, so what a query
+reads never depends on another owner's memories.
+
+Layout: a :class:`Vocabulary` (token → id, ids in order of first appearance, never reused) and
+a few immutable :class:`Segment` s, each over a run of positions ``[start, end)`` in CSR form:
+its token ids ascending (``term_ids``, int32), where each token's instances begin
+(``term_offsets``, int64, from 0), and the instances by token, then position, then offset
+(``positions`` int32; ``offsets`` uint16 when every offset fits, else int32).
+
+Rows appended to the owner index become a new segment; the last two segments are merged while
+the older holds fewer than twice the newer's rows (a binary counter: O(log n) segments, each
+instance copied O(log n) times), unless the merge would span more than ``MAX_SEGMENT_ROWS``
+rows, so that no merge copies more than that many rows' instances. Segments never change once
+made: a view over fewer positions (:meth:`OwnerPostings.upto`, for a snapshot of the index)
+shares them and cuts what it reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from prme.index import strings
+from prme.index.strings import StringColumn
+
+MAX_SEGMENT_ROWS = 1 << 18
+OFFSET_DTYPES = (np.dtype(np.uint16), np.dtype(np.int32))
+# The flat arrays a saved index keeps the postings in (:meth:`OwnerPostings.arrays`).
+ARRAYS: dict[str, np.dtype[Any]] = {
+    "terms.blob": np.dtype(np.uint8),
+    "terms.offsets": np.dtype(np.int64),
+    "term_ids": np.dtype(np.int32),
+    "term_offsets": np.dtype(np.int64),
+    "positions": np.dtype(np.int32),
+    "offsets": np.dtype(np.int32),  # or uint16 (OFFSET_DTYPES)
+}
+
+Instances = tuple[npt.NDArray[np.int32], npt.NDArray[Any]]
+
+
+class Vocabulary:
+    """Tokens and their ids (by first appearance). The tokens of a saved index stay an encoded
+    column until the first lookup decodes them into a dictionary."""
+
+    def __init__(self, terms: list[str] | StringColumn | None = None) -> None:
+        self._terms: list[str] | StringColumn = [] if terms is None else terms
+        self._ids: dict[str, int] | None = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._terms)
+
+    def _index(self) -> dict[str, int]:
+        ids = self._ids
+        if ids is None:
+            with self._lock:
+                if self._ids is None:
+                    self._ids = _decoded(self._terms)
+                ids = self._ids
+        return ids
+
+    def ids(self, tokens: Sequence[str]) -> list[int]:
+        """Each token's id, -1 for a token no row holds."""
+        index = self._index()
+        return [index.get(token, -1) for token in tokens]
+
+    def add(self, tokens: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The ids of ``tokens``; a new token gets the next id."""
+        index = self._index()
+        with self._lock:
+            found = []
+            for token in tokens:
+                at = index.get(token)
+                if at is None:
+                    at = index[token] = len(self._terms)
+                    self._terms.append(token)
+                found.append(at)
+        return np.asarray(found, dtype=np.int64)
+
+    def encoded(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+        """The tokens by id as a blob and offsets (:func:`prme.index.strings.encode`)."""
+        with self._lock:
+            return strings.encode(self._terms, len(self._terms))
+
+
+def _decoded(terms: list[str] | StringColumn) -> dict[str, int]:
+    names: Sequence[str] = terms
+    if isinstance(terms, StringColumn):
+        split = terms.joined(0, len(terms)).decode().split("\n")
+        # one string per token, unless a token holds a newline (a tokenizer's tokenchars)
+        names = split if len(split) == len(terms) else list(terms)
+    return {name: i for i, name in enumerate(names)}
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The instances in positions ``[start, end)``, by token id (see the module's layout)."""
+
+    start: int
+    end: int
+    term_ids: npt.NDArray[np.int32]
+    term_offsets: npt.NDArray[np.int64]
+    positions: npt.NDArray[np.int32]
+    offsets: npt.NDArray[Any]
+
+    @property
+    def rows(self) -> int:
+        return self.end - self.start
+
+    def counts(self) -> npt.NDArray[np.int64]:
+        """Each token's instance count."""
+        return np.diff(self.term_offsets)
+
+    def cut(self, size: int) -> Segment:
+        """The instances at positions below ``size`` (a copy; ``self`` when all are)."""
+        if self.end <= size:
+            return self
+        keep = self.positions < size
+        kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
+        counts = kept[self.term_offsets[1:]] - kept[self.term_offsets[:-1]]
+        held = counts > 0
+        offsets = np.zeros(int(held.sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[held], out=offsets[1:])
+        return Segment(
+            self.start,
+            max(self.start, size),
+            self.term_ids[held],
+            offsets,
+            self.positions[keep],
+            self.offsets[keep],
+        )
+
+
+def _blocks(starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The indexes ``starts[0] .. starts[0] + lengths[0] - 1``, then the next block's, ..."""
+    ends = np.cumsum(lengths)
+    shift = np.repeat(starts - (ends - lengths), lengths)
+    return shift + np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64)
+
+
+def _offset_dtype(offsets: npt.NDArray[Any]) -> np.dtype[Any]:
+    fits = offsets.size == 0 or int(offsets.max()) <= np.iinfo(np.uint16).max
+    return OFFSET_DTYPES[0] if fits else OFFSET_DTYPES[1]
+
+
+def new_segment(
+    start: int,
+    end: int,
+    term_ids: npt.NDArray[np.int64],
+    counts: npt.NDArray[np.int64],
+    positions: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
+) -> Segment:
+    """A segment from instances grouped by token in any token order: token ``term_ids[i]``
+    has the next ``counts[i]`` instances of ``positions`` and ``offsets`` (each by position,
+    then offset)."""
+    order = np.argsort(term_ids, kind="stable")
+    firsts = np.cumsum(counts) - counts
+    taken = _blocks(firsts[order], counts[order])
+    term_offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(counts[order], out=term_offsets[1:])
+    return Segment(
+        start,
+        end,
+        term_ids[order].astype(np.int32),
+        term_offsets,
+        positions[taken].astype(np.int32),
+        offsets[taken].astype(_offset_dtype(offsets)),
+    )
+
+
+def merged(segments: Sequence[Segment]) -> Segment:
+    """One segment for consecutive ``segments`` (each token's instances stay by position)."""
+    union = np.unique(np.concatenate([s.term_ids for s in segments]))
+    places = [np.searchsorted(union, s.term_ids) for s in segments]
+    counts = np.zeros(len(union), dtype=np.int64)
+    for segment, at in zip(segments, places, strict=True):
+        counts[at] += segment.counts()
+    term_offsets = np.zeros(len(union) + 1, dtype=np.int64)
+    np.cumsum(counts, out=term_offsets[1:])
+    dtype = max((s.offsets.dtype for s in segments), key=OFFSET_DTYPES.index)
+    positions = np.empty(int(term_offsets[-1]), dtype=np.int32)
+    offsets = np.empty(int(term_offsets[-1]), dtype=dtype)
+    filled = term_offsets[:-1].copy()
+    for segment, at in zip(segments, places, strict=True):
+        lengths = segment.counts()
+        into = _blocks(filled[at], lengths)
+        positions[into] = segment.positions
+        offsets[into] = segment.offsets
+        filled[at] += lengths
+    return Segment(
+        segments[0].start,
+        segments[-1].end,
+        union.astype(np.int32),
+        term_offsets,
+        positions,
+        offsets,
+    )
+
+
+@dataclass(frozen=True)
+class OwnerPostings:
+    """The instances of every token in the owner's positions ``[0, size)``."""
+
+    vocabulary: Vocabulary
+    segments: tuple[Segment, ...] = ()
+    size: int = 0
+
+    def appended(
+        self,
+        end: int,
+        tokens: Sequence[str],
+        counts: npt.NDArray[np.int64],
+        positions: npt.NDArray[np.int64],
+        offsets: npt.NDArray[np.int64],
+    ) -> OwnerPostings:
+        """These postings and the instances of positions ``[size, end)``: token ``tokens[i]``
+        has the next ``counts[i]`` of ``positions`` and ``offsets`` (each by position, then
+        offset). Segments are merged as the module describes."""
+        if end <= self.size:
+            return self
+        segment = new_segment(
+            self.size, end, self.vocabulary.add(tokens), counts, positions, offsets
+        )
+        segments = [*self.segments, segment]
+        while len(segments) > 1:
+            older, newer = segments[-2], segments[-1]
+            if older.rows >= 2 * newer.rows or older.rows + newer.rows > MAX_SEGMENT_ROWS:
+                break
+            segments[-2:] = [merged(segments[-2:])]
+        return OwnerPostings(self.vocabulary, tuple(segments), end)
+
+    def upto(self, size: int) -> OwnerPostings:
+        """The postings of positions ``[0, size)`` (sharing these segments)."""
+        if size >= self.size:
+            return self
+        return OwnerPostings(
+            self.vocabulary, tuple(s for s in self.segments if s.start < size), size
+        )
+
+    def lookup(self, tokens: Sequence[str]) -> dict[str, Instances]:
+        """Each token's instances: positions (ascending) and offsets, by position then offset."""
+        wanted = list(dict.fromkeys(tokens))
+        ids = np.asarray(self.vocabulary.ids(wanted), dtype=np.int32)  # the term_ids' dtype
+        parts: list[list[Instances]] = [[] for _ in wanted]
+        for segment in self.segments:
+            found = np.searchsorted(segment.term_ids, ids)
+            inside = found < len(segment.term_ids)
+            hit = np.zeros(len(ids), dtype=np.bool_)
+            hit[inside] = segment.term_ids[found[inside]] == ids[inside]
+            for i in np.flatnonzero(hit).tolist():
+                a, b = segment.term_offsets[found[i] : found[i] + 2].tolist()
+                parts[i].append((segment.positions[a:b], segment.offsets[a:b]))
+        cut = bool(self.segments) and self.segments[-1].end > self.size
+        result: dict[str, Instances] = {}
+        for token, found_parts in zip(wanted, parts, strict=True):
+            result[token] = _joined(found_parts, self.size if cut else None)
+        return result
+
+    def exact(self) -> OwnerPostings:
+        """These postings with segments that end at ``size`` (the last one cut if needed)."""
+        if not self.segments or self.segments[-1].end <= self.size:
+            return self
+        cut = tuple(s.cut(self.size) for s in self.segments if s.start < self.size)
+        return OwnerPostings(self.vocabulary, cut, self.size)
+
+    def arrays(self) -> tuple[list[list[int]], dict[str, npt.NDArray[Any]]]:
+        """The postings (:meth:`exact`) as flat arrays (:data:`ARRAYS`) and each segment's
+        ``[start, end, tokens, instances]``, for :meth:`from_arrays`."""
+        segments = self.exact().segments
+        blob, terms = self.vocabulary.encoded()
+
+        def flat(name: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
+            # (uint16 and int32 token offsets concatenate as int32)
+            return np.concatenate([getattr(s, name) for s in segments] or [np.zeros(0, dtype)])
+
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "terms.blob": blob,
+            "terms.offsets": terms,
+            "term_ids": flat("term_ids", np.int32),
+            "term_offsets": flat("term_offsets", np.int64),
+            "positions": flat("positions", np.int32),
+            "offsets": flat("offsets", np.uint16),
+        }
+        bounds = [[s.start, s.end, len(s.term_ids), len(s.positions)] for s in segments]
+        return bounds, arrays
+
+    @classmethod
+    def from_arrays(
+        cls, size: int, bounds: Sequence[Sequence[int]], arrays: dict[str, npt.NDArray[Any]]
+    ) -> OwnerPostings:
+        """The postings :meth:`arrays` gave (views of ``arrays``, which may be memory-mapped).
+
+        Raises:
+            ValueError: the arrays do not fit the bounds or ``size``.
+        """
+        vocabulary = Vocabulary(StringColumn(arrays["terms.blob"], arrays["terms.offsets"]))
+        segments: list[Segment] = []
+        ids = offsets = instances = expected = 0
+        for start, end, terms, count in bounds:
+            term_offsets = arrays["term_offsets"][offsets : offsets + terms + 1]
+            if start != expected or end <= start or len(term_offsets) != terms + 1:
+                raise ValueError("postings: segment bounds")
+            if int(term_offsets[0]) != 0 or int(term_offsets[-1]) != count:
+                raise ValueError("postings: segment offsets")
+            segments.append(
+                Segment(
+                    start,
+                    end,
+                    arrays["term_ids"][ids : ids + terms],
+                    term_offsets,
+                    arrays["positions"][instances : instances + count],
+                    arrays["offsets"][instances : instances + count],
+                )
+            )
+            ids, offsets, instances, expected = (
+                ids + terms,
+                offsets + terms + 1,
+                instances + count,
+                end,
+            )
+        lengths = (len(arrays["term_ids"]), len(arrays["term_offsets"]), len(arrays["positions"]))
+        if expected != size or lengths != (ids, offsets, instances):
+            raise ValueError("postings: arrays do not match their bounds")
+        if len(arrays["offsets"]) != instances or arrays["offsets"].dtype not in OFFSET_DTYPES:
+            raise ValueError("postings: token offsets")
+        return cls(vocabulary, tuple(segments), size)
+
+
+def _joined(parts: list[Instances], size: int | None) -> Instances:
+    """One token's instances from its segments (in position order), below ``size`` if given."""
+    if not parts:
+        return np.zeros(0, np.int32), np.zeros(0, np.uint16)
+    positions, offsets = (
+        parts[0]
+        if len(parts) == 1
+        else (
+            np.concatenate([p for p, _ in parts]),
+            np.concatenate([o for _, o in parts]),
+        )
+    )
+    if size is not None:
+        keep = int(np.searchsorted(positions, size))
+        positions, offsets = positions[:keep], offsets[:keep]
+    return positions, offsets
