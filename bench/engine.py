@@ -14,6 +14,8 @@ subprocess so that peak RSS (``resource.getrusage``) is per configuration.
     python bench/engine.py --sizes 100000 --no-minilm --million   # also 1M (takes many minutes)
     python bench/engine.py --owners 10000         # 10,000 owners x 100 memories in one pack
     python bench/engine.py --sizes 1000000 --no-minilm --vector-index exact  # the exact scan
+    python bench/engine.py --sizes 1000000 --no-minilm --pack /tmp/p1m   # fill once, keep it;
+                                                  # later runs reuse it (serving figures only)
 
 The runs configure ``retrieval.vector_index`` as ``--vector-index`` says: ``hnsw`` (the
 default here; the engine's own default is still ``exact``) searches the approximate index
@@ -102,6 +104,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -361,43 +364,58 @@ def _pg_bytes(store: Any) -> int:
     return int(row[0])
 
 
+def _store_workload(
+    client: MemoryClient, generated: list[dict[str, Any]], singles: int, result: dict[str, Any]
+) -> None:
+    """Store ``generated``: all but the last ``singles`` by store_many, those one by one."""
+    bulk = generated[: len(generated) - singles]
+    started, cpu_started = time.perf_counter(), time.process_time()
+    for start in range(0, len(bulk), BATCH):
+        client.store_many(bulk[start : start + BATCH], user_id=OWNER)
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    result["store_many"] = {
+        "memories": len(bulk),
+        "batch": BATCH,
+        "per_second": round(len(bulk) / elapsed, 1),
+        "per_process_cpu_second": round(len(bulk) / cpu, 1),
+    }
+    started, cpu_started = time.perf_counter(), time.process_time()
+    for item in generated[len(generated) - singles :]:
+        fields = dict(item)
+        client.store(fields.pop("content"), user_id=OWNER, **fields)
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    result["store"] = {
+        "memories": singles,
+        "per_second": round(singles / elapsed, 1),
+        "ms_each": round(elapsed / singles * 1000, 3),
+        "per_process_cpu_second": round(singles / cpu, 1),
+    }
+
+
 def run_one(
-    size: int, provider: str, profile: int = 0, backend: str = "sqlite", url: str | None = None
+    size: int,
+    provider: str,
+    profile: int = 0,
+    backend: str = "sqlite",
+    url: str | None = None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
-    """One configuration in this process: fill a fresh pack, time stores and retrievals."""
+    """One configuration in this process: fill a fresh pack, time stores and retrievals.
+    With ``keep`` (SQLite) the pack is ``keep/pack``: filled and kept when missing, else
+    reused as it is (no store figures), so a large size is filled once."""
     singles = min(1000 if provider == "hash" else 300, size // 2)
-    generated = memories(size)
     asked = queries(WARMUP + QUERIES)
     result: dict[str, Any] = {"size": size, "embedder": provider, "backend": backend}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() if keep is None else nullcontext(str(keep)) as tmp:
         pack = Path(tmp) / "pack"
+        result["reused_pack"] = keep is not None and pack.exists()
         cache = Path(tmp) / "postgres-index-cache"  # this host's copies of saved indexes
         store = _open_store(backend, url, index_cache=cache)
         with MemoryClient(pack, config=_config(provider), store=store) as client:
-            bulk = generated[: size - singles]
-            started, cpu_started = time.perf_counter(), time.process_time()
-            for start in range(0, len(bulk), BATCH):
-                client.store_many(bulk[start : start + BATCH], user_id=OWNER)
-            elapsed = time.perf_counter() - started
-            cpu = time.process_time() - cpu_started
-            result["store_many"] = {
-                "memories": len(bulk),
-                "batch": BATCH,
-                "per_second": round(len(bulk) / elapsed, 1),
-                "per_process_cpu_second": round(len(bulk) / cpu, 1),
-            }
-            started, cpu_started = time.perf_counter(), time.process_time()
-            for item in generated[size - singles :]:
-                fields = dict(item)
-                client.store(fields.pop("content"), user_id=OWNER, **fields)
-            elapsed = time.perf_counter() - started
-            cpu = time.process_time() - cpu_started
-            result["store"] = {
-                "memories": singles,
-                "per_second": round(singles / elapsed, 1),
-                "ms_each": round(elapsed / singles * 1000, 3),
-                "per_process_cpu_second": round(singles / cpu, 1),
-            }
+            if not result["reused_pack"]:
+                _store_workload(client, memories(size), singles, result)
             # the first retrieval loads the owner's column index from the pack
             started = time.perf_counter()
             client.retrieve(asked[0], user_id=OWNER, reference_time=NOW)
@@ -502,9 +520,7 @@ def _serve(plan: dict[str, Any]) -> dict[str, Any]:
         "rss_mib_after_open": after_open,
         "rss_mib_after_first_retrieve": after_first,
         "queries": len(asked) - 1,
-        "peak_rss_mib_serving": round(
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
-        ),
+        "peak_rss_mib_serving": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
@@ -764,6 +780,12 @@ def main() -> None:
     )
     parser.add_argument("--worker", nargs=2, metavar=("SIZE", "PROVIDER"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-worker", metavar="PLAN", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--pack",
+        type=Path,
+        help="SQLite, one size: fill the pack in this directory and keep it, or reuse it when "
+        "it is there (no store figures then)",
+    )
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
         "--vector-index",
@@ -787,7 +809,10 @@ def main() -> None:
         if args.storage:
             print(json.dumps(run_storage(size, args.backend, args.postgres_url)))
             return
-        print(json.dumps(run_one(size, provider, args.profile, args.backend, args.postgres_url)))
+        keep = args.pack
+        print(
+            json.dumps(run_one(size, provider, args.profile, args.backend, args.postgres_url, keep))
+        )
         return
     if args.owners:
         text = json.dumps({"benchmark": "engine-owners", **run_owners(args.owners)}, indent=2)
@@ -798,6 +823,8 @@ def main() -> None:
     if args.backend == "postgres" and not args.postgres_url:
         args.postgres_url = _start_postgres()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.pack and (args.backend != "sqlite" or len(sizes) != 1 or args.storage):
+        parser.error("--pack takes one size (--sizes N) on SQLite, without --storage")
     if args.million and 1_000_000 not in sizes:
         sizes.append(1_000_000)
     plan = [(size, "hash") for size in sizes]
@@ -814,6 +841,8 @@ def main() -> None:
             command += ["--profile", str(args.profile)]
         if args.storage:
             command.append("--storage")
+        if args.pack:
+            command += ["--pack", str(args.pack)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             sys.stderr.write(done.stderr)
