@@ -104,7 +104,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -486,6 +486,19 @@ def _reopen(
     return result
 
 
+def _rss_parts_mib() -> dict[str, float]:
+    """This process's resident set by kind (Linux): anonymous memory, and mapped file pages
+    (the saved index's arrays and graphs, which the kernel may drop and read again)."""
+    parts = {"RssAnon:": "rss_anon_mib", "RssFile:": "rss_file_mib"}
+    found: dict[str, float] = {}
+    with suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            fields = line.split()
+            if fields and fields[0] in parts:
+                found[parts[fields[0]]] = round(int(fields[1]) / 1024, 1)
+    return found
+
+
 def _serve(plan: dict[str, Any]) -> dict[str, Any]:
     """Open the filled pack in a new client (on PostgreSQL: a new store on the same schema):
     RSS after opening, the first retrieve's time and process CPU (the owner index is loaded
@@ -520,6 +533,7 @@ def _serve(plan: dict[str, Any]) -> dict[str, Any]:
         "rss_mib_after_open": after_open,
         "rss_mib_after_first_retrieve": after_first,
         "queries": len(asked) - 1,
+        **_rss_parts_mib(),  # after the last query
         "peak_rss_mib_serving": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
