@@ -123,6 +123,7 @@ def test_a_saved_index_survives_another_owners_delete_and_update(
     make_client: Callable[..., MemoryClient],
     pack_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    backend: str,
 ) -> None:
     from prme.storage.postgres import saved_index
 
@@ -132,6 +133,8 @@ def test_a_saved_index_survives_another_owners_delete_and_update(
     writer.store_many(_texts(120), user_id="alice")
     bob = writer.store_many(_texts(12, 100), user_id="bob")
     first = _ranked(writer, "alice")
+    if backend == "postgres":  # saved in the background
+        writer.engine.store.wait_for_index_saves()
     assert writer.engine.store.owner_index("alice").saved_size == 120
     new_id = _bob_deletes_and_updates(writer, bob)
     writer.close()

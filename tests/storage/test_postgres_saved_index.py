@@ -9,6 +9,7 @@ vectors (memory-mapped) and records its saved size, and a reader that must not r
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -84,8 +85,16 @@ def pack(
 
 
 def _ranked(client: MemoryClient, user_id: str = "alice") -> list[tuple[str, float]]:
+    """The retrieve's ranking, once the index save it scheduled (if any) has finished."""
     response = client.retrieve(QUERY, user_id=user_id, scope="project", reference_time=AT)
+    _store(client).wait_for_index_saves()
     return [(str(r.node.id), r.composite_score) for r in response.results]
+
+
+def _store(client: MemoryClient) -> PostgresStore:
+    store = client.engine.store
+    assert isinstance(store, PostgresStore)
+    return store
 
 
 def _fill(writer: MemoryClient) -> None:
@@ -149,6 +158,122 @@ def test_a_new_process_loads_the_saved_index_and_does_not_rebuild_it(
     assert _ranked(rebuilt) == ranked
     ix = rebuilt.engine.store.owner_index("alice")
     assert ix is not None and not mapped(ix.vectors)
+
+
+class _HeldSave:
+    """``saved_index.save`` held until released (and failing when asked): each call waits for
+    :attr:`release`, so a test decides when a background save may finish."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail: BaseException | None = None):
+        self.started, self.release, self.finished = (threading.Event() for _ in range(3))
+        self.fail = fail
+        self.threads: list[str] = []
+        real = saved_index.save
+
+        def held(*args: Any, **kwargs: Any) -> bool:
+            self.threads.append(threading.current_thread().name)
+            self.started.set()
+            assert self.release.wait(timeout=60), "the save was never released"
+            if self.fail is not None:
+                raise self.fail
+            saved = real(*args, **kwargs)
+            self.finished.set()
+            return saved
+
+        monkeypatch.setattr(saved_index, "save", held)
+
+
+def test_a_retrieve_returns_while_its_index_is_saved_in_the_background(
+    pack: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = pack()
+    _fill(writer)
+    held = _HeldSave(monkeypatch)
+    store = _store(writer)
+    response = writer.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
+    # returned with the save scheduled and still held: nothing saved yet
+    first = [(str(r.node.id), r.composite_score) for r in response.results]
+    assert first and held.started.wait(timeout=60) and not held.finished.is_set()
+    assert held.threads[0].startswith("prme-index-save-")  # not the retrieve's thread
+    assert _saved_owners(writer) == []
+    live = store.owner_index("alice")
+    assert live is not None and live.saved_size == 0
+    # the index keeps serving (and growing) meanwhile; a due index is not saved twice at once
+    new = writer.store("aster postgres latency in lisbon", user_id="alice", scope="project")
+    assert writer.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT).results
+    held.release.set()
+    store.wait_for_index_saves()
+    assert held.finished.is_set() and len(held.threads) == 1
+    assert _saved_owners(writer) == ["alice"]
+    live = store.owner_index("alice")
+    assert live is not None and live.size == ROWS + 1 and live.saved_size == ROWS
+    # a new process loads it (a loaded index records its saved size) and appends the new row
+    loaded = _store(pack()).owner_index("alice")
+    assert loaded is not None and loaded.saved_size == ROWS and loaded.size == ROWS + 1
+    writer.delete(new, user_id="alice")
+    assert _ranked(pack()) == first  # what the retrieve returned during the save
+
+
+def test_close_waits_for_a_save_in_progress(
+    pack: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prme.storage.postgres import index_saves
+
+    writer = pack()
+    _fill(writer)
+    held = _HeldSave(monkeypatch)
+    closing = threading.Event()
+    shutdown = index_saves.ThreadPoolExecutor.shutdown
+
+    def announced(executor: Any, *args: Any, **kwargs: Any) -> None:
+        closing.set()
+        shutdown(executor, *args, **kwargs)
+
+    monkeypatch.setattr(index_saves.ThreadPoolExecutor, "shutdown", announced)
+    writer.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
+    assert held.started.wait(timeout=60)
+    closed = threading.Event()
+    closer = threading.Thread(target=lambda: (writer.close(), closed.set()))
+    closer.start()
+    assert closing.wait(timeout=60)  # close() is waiting for the saving thread
+    assert not closed.is_set()
+    held.release.set()
+    closer.join()
+    assert closed.is_set() and held.finished.is_set()  # the save ended before close() did
+    reader = pack()
+    assert _saved_owners(reader) == ["alice"]
+    with monkeypatch.context() as patch:
+        _no_rebuild(patch)
+        loaded = _store(reader).owner_index("alice")
+    assert loaded is not None and loaded.size == loaded.saved_size == ROWS
+    assert mapped(loaded.vectors)
+
+
+@pytest.mark.parametrize("error", ["database", "disk"])
+def test_a_failed_background_save_is_retried_when_due_again(
+    pack: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch, error: str
+) -> None:
+    writer = pack()
+    _fill(writer)
+    failure = psycopg.OperationalError("lost") if error == "database" else OSError("disk full")
+    held = _HeldSave(monkeypatch, fail=failure)
+    held.release.set()
+    first = _ranked(writer)  # the save failed in the background, not in the retrieve
+    assert first and held.threads and _saved_owners(writer) == []
+    live = _store(writer).owner_index("alice")
+    assert live is not None and live.saved_size == 0
+    assert _ranked(writer) == first  # retrieval keeps working
+    held.fail = None
+    new = writer.store("aster postgres latency in lisbon", user_id="alice", scope="project")
+    ranked = _ranked(writer)  # refreshed and still due: saved this time
+    assert new in {node_id for node_id, _ in ranked} and held.finished.is_set()
+    assert _saved_owners(writer) == ["alice"]
+    live = _store(writer).owner_index("alice")
+    assert live is not None and live.saved_size == ROWS + 1
+    reader = pack()
+    with monkeypatch.context() as patch:
+        _no_rebuild(patch)
+        assert _ranked(reader) == ranked
 
 
 @pytest.mark.parametrize("write", ["delete", "update"])

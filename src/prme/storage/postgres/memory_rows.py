@@ -1,6 +1,17 @@
 """The PostgreSQL store's memory rows: content writes (insert, delete, supersede, with the
 owners' BM25 statistics), memory reads, and candidate generation (the owner's column index and
-its lexical search). :class:`~prme.storage.postgres.PostgresStore` inherits them."""
+its lexical search). :class:`~prme.storage.postgres.PostgresStore` inherits them.
+
+An owner's index due to be saved in the pack (:mod:`~prme.storage.postgres.saved_index`) is
+saved in the background (:mod:`~prme.storage.postgres.index_saves`): the retrieve that refreshed
+it hands a fixed view (:meth:`OwnerIndex.snapshot`) to the store's saving thread and returns. The
+view never changes while the live index keeps appending (it reads positions below its size
+only: appends write past it, an array that grows is replaced by a copy holding the same rows
+below, a compacted graph is a new object), and its segments are built under the index's
+``segment_lock`` like a retrieve's (it keeps a dict of its own: the live index's later
+segments are not the saved index's, and are never deleted as superseded by it). Once the save
+commits, the live index's ``saved_size`` becomes the view's size; a failed or skipped save
+leaves it, so the index is saved again when next refreshed while still due."""
 
 from __future__ import annotations
 
@@ -18,6 +29,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from prme.errors import StorageUnavailableError
+from prme.index.ann import segment_ranges
 from prme.index.index_file import IndexStamp
 from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
@@ -36,6 +48,7 @@ from prme.storage.columns import (
 from prme.storage.owner_indexes import OwnerIndexCache
 from prme.storage.postgres import lexical, saved_index
 from prme.storage.postgres.digest import row_hashes
+from prme.storage.postgres.index_saves import IndexSaves
 from prme.storage.postgres.migrations import Conn, lock_key
 from prme.storage.postgres.saved_index import ANN
 from prme.storage.postgres.vectors import PgVector
@@ -89,6 +102,7 @@ class MemoryRows(OwnerIndexCache):
     _pool: ConnectionPool[Conn]
     _workdir: Path | None
     _index_cache: Path | None
+    _saves: IndexSaves | None = None  # the saving thread, created by first use
     storage_name: str
     schema: str
 
@@ -298,14 +312,19 @@ class MemoryRows(OwnerIndexCache):
                 if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
                     key = (self._pack_id, user_id, delete_seq, int(dimension))
                     root = self._index_root()
-                    index = saved_index.load(self._trace, conn, root, key, self._ann, self.attest)
+                    # never while this process saves the owner's index (the same directory)
+                    index = None
+                    if not self._index_saves().pending(user_id):
+                        index = saved_index.load(
+                            self._trace, conn, root, key, self._ann, self.attest
+                        )
                     index = index or OwnerIndex(int(dimension), ann=self._ann, ann_dir=root / ANN)
                 self._append_new_rows(conn, index, user_id)
                 index.write_seq = write_seq
                 index.delete_seq = delete_seq
                 self._indexes[user_id] = index
                 if saved_index.due(index):
-                    self._save_index(user_id, index)
+                    self._schedule_save(user_id, index)
                 return index.snapshot()
 
     def _append_new_rows(self, conn: Conn, index: OwnerIndex, user_id: str) -> None:
@@ -350,22 +369,74 @@ class MemoryRows(OwnerIndexCache):
                 self._workdir.mkdir(parents=True, exist_ok=True)
         return self._workdir
 
-    def _save_index(self, user_id: str, index: OwnerIndex) -> None:
-        """Save the owner's index in the pack, in a transaction of its own (skipped while
-        another process saves it; a failure keeps it in memory only)."""
+    def _schedule_save(self, user_id: str, index: OwnerIndex) -> None:
+        """Save a fixed view of the owner's live ``index`` on the store's saving thread (the
+        caller holds ``_index_lock``); none while one of the owner's saves is pending."""
+        view = index.snapshot()
+        # the view's own segments: a later one the live index builds meanwhile is not the saved
+        # index's, and must not be deleted as one it superseded (index_file.save)
+        view.segments = {r: s for r, s in dict(index.segments).items() if r[1] <= view.size}
+        root, logged_in = self._index_root(), index.index_dir
+
+        def save() -> None:
+            saved = False
+            try:
+                saved = self._save_index(user_id, view, root)
+            finally:
+                with self._index_lock:
+                    if saved:
+                        index.saved_size = view.size
+                        index.index_dir = view.index_dir
+                    elif index.index_dir is None:
+                        index.index_dir = logged_in
+
+        if self._index_saves().submit(user_id, save):
+            # the segments the live index builds during the save are not logged in the
+            # directory the save replaces (it would delete them as superseded)
+            index.index_dir = None
+
+    def _index_saves(self) -> IndexSaves:
+        """The store's saving thread (the caller holds ``_index_lock``)."""
+        if self._saves is None:
+            self._saves = IndexSaves(f"prme-index-save-{self.schema}")
+        return self._saves
+
+    def wait_for_index_saves(self) -> None:
+        """Wait for the owner-index saves scheduled so far to finish (tests, benchmarks)."""
+        with self._index_lock:
+            saves = self._index_saves()
+        saves.wait()
+
+    def _close_index_saves(self) -> None:
+        """Schedule no more saves and wait for the running one (before the pool closes)."""
+        with self._index_lock:
+            saves = self._index_saves()
+        saves.close()
+
+    def _save_index(self, user_id: str, index: OwnerIndex, root: Path) -> bool:
+        """Save the owner's index (a fixed view) in the pack, in a transaction of its own;
+        whether it was saved (skipped while another process saves it, or when a delete made it
+        stale; a failure keeps it in memory only). Its segments are built first, before a
+        connection is held."""
         stamp = IndexStamp(
             self._pack_id, user_id, index.delete_seq, index.dimension, index.size, index.max_rowid
         )
         lock = lock_key(self.schema, "owner-index", user_id)
         try:
+            if index.ann is not None and index.uses_ann():
+                for start, end in segment_ranges(index.size, index.ann):
+                    index.segment(start, end)
             with self._guard(), self._pool.connection() as conn, conn.transaction():
                 row = self._run(conn, "SELECT pg_try_advisory_xact_lock(%s)", (lock,)).fetchone()
                 if not (row and row[0]):
-                    return
-                saved_index.save(self._trace, conn, self._index_root(), stamp, index, self.attest)
+                    return False
+                current = self._owner_index_sequences(conn, user_id)[1] == index.delete_seq
+                if not current or stamp.pack_id != self._pack_id:
+                    return False  # never loaded: it would only replace a newer save
+                saved_index.save(self._trace, conn, root, stamp, index, self.attest)
         except (OSError, psycopg.Error, StorageUnavailableError):
-            return
-        index.saved_size = index.size
+            return False
+        return True
 
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int

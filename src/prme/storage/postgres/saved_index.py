@@ -7,7 +7,9 @@ written by :func:`index_file.save` into the store's private working directory an
 files (:mod:`prme.index.ann`) as ``ann/<key>.usearch``. ``owner_indexes`` holds one manifest per
 owner: the stamp (what the files were made from: pack, owner, the owner's delete sequence,
 dimension, and how many rows up to which rowid) and each file's size and SHA-256, attested with
-the pack's secret (HMAC), all replaced in one transaction.
+the pack's secret (HMAC), all replaced in one transaction. An index is saved when :func:`due`,
+by the store's saving thread (:mod:`prme.storage.postgres.index_saves`), not in the retrieve
+that found it due.
 
 Loading checks, in order: the attestation, the stamp against the database exactly as the SQLite
 pack checks its files (the same pack, owner, owner's delete sequence and dimension, and the

@@ -11,9 +11,9 @@ tell them apart except through the feature identity (``storage: postgres``, ``le
   refreshed incrementally from ``write_seq`` exactly as on SQLite: exact cosine, or the same
   deterministic HNSW segments past the engine's ``vector_index_min_rows``
   (:mod:`prme.index.ann`; the feature identity's ``vector_search``); pgvector's own HNSW
-  is not used. A large owner's index (and its segments) is saved in the pack itself
-  (``owner_indexes``, :mod:`prme.storage.postgres.saved_index`, the SQLite pack's file
-  format), so a new process loads it instead of rebuilding it.
+  is not used. A large owner's index (and its segments) is saved in the pack itself, off the
+  retrieve path (``owner_indexes``, :mod:`prme.storage.postgres.saved_index`, the SQLite pack's
+  file format; :mod:`prme.storage.postgres.index_saves`), so a new process loads it instead.
 - **One writer for content**: content writes take a pack-wide transaction-scoped advisory lock,
   so row ids grow in commit order and the incremental index refresh never misses a row.
 - **Lexical search**: a ``tsvector`` and token count derived from the content on insert (a
@@ -306,6 +306,7 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._close_index_saves()  # a save in progress finishes first
             self._pool.close()
             if self._workdir is not None and self._index_cache is None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
