@@ -29,7 +29,7 @@ from prme.storage import digest as pack_digest_
 from prme.storage.base import RowScan, StorageFinding, Tracer, new_pack_meta
 from prme.storage.fts5_lexical import QueryTokenizer, create_instance_table
 from prme.storage.pack_rows import RowKind
-from prme.storage.sqlite import connection, pack
+from prme.storage.sqlite import connection, pack, upgrades
 from prme.storage.sqlite.indexes import INDEX_DIR
 from prme.storage.sqlite.memory_rows import MemoryRows
 from prme.storage.sqlite.oplog import OperationsLog
@@ -262,9 +262,7 @@ class SQLiteStore(MemoryRows, OperationsLog):
         script = resources.files("prme.storage.sqlite").joinpath("schema.sql").read_text("utf-8")
         conn = self.conn
         with self._write():
-            for statement in script.split(";\n"):
-                if statement.strip():
-                    conn.execute(statement)
+            upgrades.apply_schema(conn, [s for s in script.split(";\n") if s.strip()])
             for key, value in new_pack_meta(STORE_SCHEMA_VERSION).items():
                 conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
             if self._digest_state() is None:  # a new pack, or one from before the kept digest
