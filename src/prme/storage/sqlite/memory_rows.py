@@ -73,10 +73,7 @@ class MemoryRows(OwnerIndexCache):
             return
         rows = node_rows(nodes)
         blobs = [row.tobytes() for row in np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")]
-        hashes = [
-            pack_digest_.row_hash(row, names, blob)
-            for row, names, blob in zip(rows, entities, blobs, strict=True)
-        ]
+        hashes = pack_digest_.row_hashes_of(rows, entities, blobs)
         with self._write() as conn:
             first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
             rowids = list(range(first, first + len(rows)))
