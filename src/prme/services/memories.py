@@ -100,17 +100,23 @@ def _utc_or_none(now: datetime) -> datetime | None:
         return None
 
 
+_new_uuid = object.__new__
+_set = object.__setattr__
+
+
 def random_uuids(count: int) -> list[uuid.UUID]:
     """``count`` random (version 4) UUIDs, as :func:`uuid.uuid4` makes them (16 bytes of
     ``os.urandom`` each, version and variant bits set), from one ``os.urandom`` call."""
     data = os.urandom(16 * count)
     clear = ~((0xF000 << 64) | (0xC000 << 48))
     mark = (4 << 76) | (0x8000 << 48)  # version 4, RFC 4122 variant
-    make = uuid.UUID
-    return [
-        make(int=(int.from_bytes(data[at : at + 16], "big") & clear) | mark)
-        for at in range(0, 16 * count, 16)
-    ]
+    made = []
+    for at in range(0, 16 * count, 16):
+        # What UUID(int=...) sets, without its argument checks (the value is in range).
+        made.append(value := _new_uuid(uuid.UUID))
+        _set(value, "int", (int.from_bytes(data[at : at + 16], "big") & clear) | mark)
+        _set(value, "is_safe", uuid.SafeUUID.unknown)
+    return made
 
 
 def _node(
