@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from itertools import pairwise
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prme.embed.base import Embedder
 from prme.embed.hashing import HashingEmbedder
@@ -91,3 +94,54 @@ def test_batch_vectors_equal_the_per_text_computation_byte_for_byte() -> None:
     batch = embedder.embed(texts)
     expected = np.stack([_reference(HashingEmbedder(64), text, 64) for text in texts])
     assert batch.tobytes() == expected.tobytes()
+
+
+VARIED = [
+    *TEXTS,
+    "the the the cat",
+    "Ärger über Straßen ß",
+    "a " * 500,
+    "x",
+    "ΟΔΟΣ ΣΟΦΟΣ",
+    "İstanbul İzmir",
+    "snake_case and 12 345 6th",
+    "日本語のテキスト 東京",
+    "tab\tnew\nline",
+    "x" * 3000,
+]
+# sha256 of embed(VARIED) as the embedder computed it before its batch path was reworked: a
+# stored pack's vectors (and its digest) depend on these bytes.
+VARIED_SHA256 = {
+    256: "d2db695681bf9d61065df3bbdf1ada156f52d4025b2e04ca77f7ef09ccbddbf9",
+    64: "1fd7bcf4cb95e6947ab0b8e0b7e535cb08457eac62db628bc520d55639818b15",
+}
+
+
+def _independent(text: str, dimension: int) -> bytes:
+    """One text from the definition alone: blake2b-64 of each lowercased word and bigram,
+    slot = value mod dimension, sign = top bit, float32 sums divided by their L2 norm."""
+    row = np.zeros(dimension, dtype=np.float32)
+    words = re.findall(r"\w+", text.lower())
+    for gram in words + [f"{a} {b}" for a, b in pairwise(words)]:
+        value = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little")
+        row[value % dimension] += 1.0 if value >> 63 else -1.0
+    norm = np.sqrt(np.float32(sum(float(v) * float(v) for v in row)))
+    return (row / norm if norm > 0 else row).astype(np.float32).tobytes()
+
+
+@pytest.mark.parametrize("dimension", [256, 64])
+def test_vectors_are_the_bytes_earlier_versions_stored(dimension: int) -> None:
+    embedder = HashingEmbedder(dimension)
+    batch = embedder.embed(VARIED)
+    assert hashlib.sha256(batch.tobytes()).hexdigest() == VARIED_SHA256[dimension]
+    assert [row.tobytes() for row in batch] == [_independent(t, dimension) for t in VARIED]
+    again = embedder.embed(VARIED[::-1])  # warm cache, other order, other batch
+    assert [row.tobytes() for row in again[::-1]] == [row.tobytes() for row in batch]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=80), max_size=12))
+def test_any_batch_equals_each_text_from_the_definition(texts: list[str]) -> None:
+    batch = HashingEmbedder(32).embed(texts)
+    assert batch.shape == (len(texts), 32) and batch.dtype == np.float32
+    assert [row.tobytes() for row in batch] == [_independent(t, 32) for t in texts]

@@ -13,11 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import FakeClock, make_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.read_only import read_only, unprivileged
 
 from prme import MemoryClient
 from prme.services.integrity import check_pack
 from prme.storage import digest
+from prme.storage.columns import VALUE_COLUMNS
 from prme.storage.digest import DigestState
 from prme.storage.sqlite import DB_FILE, SQLiteStore
 
@@ -250,3 +253,72 @@ def test_gate_2_on_a_reopened_pack_reads_no_memory_row(pack_path: Path) -> None:
         assert report.pack_digest == client.pack_digest()
     touched = [s for s in statements if any(t in s for t in ("memories", "vectors", "entities"))]
     assert touched == []
+
+
+_SCALAR = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0.0, -0.0, 0.5, 1.0, 1e-320, 0.1])
+    | st.text(max_size=12)
+    | st.sampled_from(['"', "\\", "\x00\x1f\x7f", "é ü 日本", "\u2028", "\ud7ff"])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=6).flatmap(
+        lambda n: st.tuples(
+            st.lists(
+                st.lists(_SCALAR, min_size=len(VALUE_COLUMNS), max_size=len(VALUE_COLUMNS)),
+                min_size=n,
+                max_size=n,
+            ),
+            st.lists(
+                st.lists(st.sampled_from(["aster", "b", "é", '"q"', "aster"])),
+                min_size=n,
+                max_size=n,
+            ),
+            st.lists(st.none() | st.binary(max_size=16), min_size=n, max_size=n),
+        )
+    )
+)
+def test_a_batch_of_row_hashes_equals_each_row_hash(batch: Any) -> None:
+    # Any JSON scalars, columns of one type or mixed (1 and True, 0.0 and -0.0, a NaN the
+    # encoder refuses): the batch computes each row's row_hash, or fails as it does.
+    rows, names, vectors = batch
+    rows = [tuple(r) for r in rows]
+    try:
+        expected: Any = [digest.row_hash(*args) for args in zip(rows, names, vectors, strict=True)]
+    except ValueError as exc:
+        expected = type(exc)
+    try:
+        got: Any = digest.row_hashes_of(rows, names, vectors)
+    except ValueError as exc:
+        got = type(exc)
+    assert got == expected
+
+
+def test_a_batch_of_stored_rows_hashes_as_each_row(client: MemoryClient) -> None:
+    ids = client.store_many(ITEMS, user_id="alice")
+    store: Any = client.engine.store
+    kept = store.kept_digest_state()
+    assert kept == store.recompute_digest_state() and kept.count == len(ids)
+
+
+def test_a_batch_of_row_hashes_tells_apart_values_that_compare_equal() -> None:
+    # 0.0 and -0.0 (and 1, 1.0 and True) are equal keys but different JSON texts.
+    base = ["x"] * len(VALUE_COLUMNS)
+    columns = [[0.0, -0.0, 0.5, 0.5], [1, True, 1.0, 0], [-0.0, -0.0, 2.5, 2.5]]
+    rows = []
+    for i in range(4):
+        row = list(base)
+        for at, column in zip((15, 16, 24), columns, strict=True):
+            row[at] = column[i]
+        rows.append(tuple(row))
+    names = [["b", "a", "b"]] * 4
+    vectors = [b"\x01\x02", None, b"", b"\x03"]
+    expected = [digest.row_hash(*args) for args in zip(rows, names, vectors, strict=True)]
+    assert digest.row_hashes_of(rows, names, vectors) == expected
+    assert len(set(expected)) == 4

@@ -23,6 +23,7 @@ from prme.models.receipt import PackIdentity
 from prme.retrieval.query import analyze_query
 from prme.storage.payloads import decode
 from prme.storage.sqlite import DB_FILE, SQLiteStore
+from prme.storage.sqlite.store import CACHE_KIB, WAL_CHECKPOINT_PAGES
 
 ClientFactory = Callable[..., MemoryClient]
 pytestmark = pytest.mark.sqlite_only  # the SQLite file itself
@@ -43,6 +44,24 @@ def test_wal_mode_on_disk(client: MemoryClient, pack_path: Path) -> None:
     conn.close()
     assert (pack_path / DB_FILE).is_file()
     assert (pack_path / f"{DB_FILE}-wal").exists()
+
+
+def test_writable_connections_keep_durability_and_checkpoint_less_often(
+    client: MemoryClient,
+) -> None:
+    # WAL with synchronous NORMAL (1) as always; a larger page cache and fewer automatic
+    # checkpoints only change how often pages are re-read and copied back.
+    conn = client.engine.store.conn
+    pragmas = {
+        name: conn.execute(f"PRAGMA {name}").fetchone()[0]
+        for name in ("journal_mode", "synchronous", "cache_size", "wal_autocheckpoint")
+    }
+    assert pragmas == {
+        "journal_mode": "wal",
+        "synchronous": 1,
+        "cache_size": -CACHE_KIB,
+        "wal_autocheckpoint": WAL_CHECKPOINT_PAGES,
+    }
 
 
 def test_oplog_is_append_only(client: MemoryClient, pack_path: Path) -> None:

@@ -40,30 +40,31 @@ class HashingEmbedder:
         return code
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        out = np.zeros((len(texts), self._dimension), dtype=np.float32)
+        dimension = self._dimension
+        findall, join = _TOKEN.findall, " ".join
         grams: list[str] = []
         counts: list[int] = []
-        for text in texts:
-            words = _TOKEN.findall(text.lower())
-            before = len(grams)
+        for text in texts:  # each text's words, then its bigrams
+            words = findall(text.lower())
             grams += words
-            grams += [f"{a} {b}" for a, b in pairwise(words)]
-            counts.append(len(grams) - before)
+            grams += map(join, pairwise(words))
+            counts.append(2 * len(words) - 1 if words else 0)
         codes: list[int | None] = list(map(self._cache.get, grams))
-        for at, code in enumerate(codes):
-            if code is None:
-                codes[at] = self._code(grams[at])
-        if codes:
-            rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
-            packed = np.asarray(codes, dtype=np.int64)
-            signs = np.where(packed & 1, 1.0, -1.0)
-            # ±1 sums are exact whatever the order, so one bincount matches a loop.
-            cells = rows * self._dimension + (packed >> 1)
-            sums = np.bincount(cells, weights=signs, minlength=out.size)
-            out = sums.astype(np.float32).reshape(out.shape)
+        if None in codes:
+            for at, code in enumerate(codes):
+                if code is None:
+                    codes[at] = self._code(grams[at])
+        if not codes:
+            return np.zeros((len(texts), dimension), dtype=np.float32)
+        rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+        packed = np.fromiter(codes, np.int64, len(codes))
+        signs = np.where(packed & 1, 1.0, -1.0)
+        # ±1 sums are exact whatever the order, so one bincount matches a loop.
+        cells = rows * dimension + (packed >> 1)
+        sums = np.bincount(cells, weights=signs, minlength=len(texts) * dimension)
+        out = sums.astype(np.float32).reshape(len(texts), dimension)
         # The squares of the integer sums add up exactly in any order, so the norms equal
-        # np.linalg.norm of each row; rows without tokens stay zero.
+        # np.linalg.norm of each row; rows without tokens stay zero (divided by 1).
         norms = np.sqrt(np.einsum("ij,ij->i", out, out))
-        nonzero = norms > 0
-        out[nonzero] /= norms[nonzero, None]
+        out /= np.where(norms > 0, norms, np.float32(1))[:, None]
         return out

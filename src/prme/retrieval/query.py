@@ -154,16 +154,27 @@ _NOT_NAMES = frozenset(
 )
 
 
+_RUN_NAMES: dict[str, tuple[str, ...]] = {}  # a capitalised run's names (runs repeat a lot)
+_RUN_NAMES_LIMIT = 100_000
+
+
+def _run_names(run: str) -> tuple[str, ...]:
+    """The names one capitalised run gives: its lowercased words but the stop words, and
+    their phrase when there are several."""
+    found = _RUN_NAMES.get(run)
+    if found is None:
+        words = [w for w in (w.lower() for w in run.split()) if w not in _NOT_NAMES]
+        found = (*words, " ".join(words)) if len(words) > 1 else tuple(words)
+        if len(_RUN_NAMES) < _RUN_NAMES_LIMIT:
+            _RUN_NAMES[run] = found
+    return found
+
+
 def extract_entities(content: str, explicit: object = None) -> list[str]:
     """Deterministic entity names: capitalised words and runs, plus ``metadata["entities"]``."""
     names: set[str] = set()
     for run in _CAPITALISED.findall(content):
-        words = [w for w in (w.lower() for w in run.split()) if w not in _NOT_NAMES]
-        if not words:
-            continue
-        names.update(words)
-        if len(words) > 1:
-            names.add(" ".join(words))
+        names.update(_run_names(run))
     if isinstance(explicit, list | tuple):
         names.update(str(e).strip().lower() for e in explicit if str(e).strip())
     return sorted(names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
@@ -99,14 +100,35 @@ def _utc_or_none(now: datetime) -> datetime | None:
         return None
 
 
+_new_uuid = object.__new__
+_set = object.__setattr__
+
+
+def random_uuids(count: int) -> list[uuid.UUID]:
+    """``count`` random (version 4) UUIDs, as :func:`uuid.uuid4` makes them (16 bytes of
+    ``os.urandom`` each, version and variant bits set), from one ``os.urandom`` call."""
+    data = os.urandom(16 * count)
+    clear = ~((0xF000 << 64) | (0xC000 << 48))
+    mark = (4 << 76) | (0x8000 << 48)  # version 4, RFC 4122 variant
+    made = []
+    for at in range(0, 16 * count, 16):
+        # What UUID(int=...) sets, without its argument checks (the value is in range).
+        made.append(value := _new_uuid(uuid.UUID))
+        _set(value, "int", (int.from_bytes(data[at : at + 16], "big") & clear) | mark)
+        _set(value, "is_safe", uuid.SafeUUID.unknown)
+    return made
+
+
 def _node(
     given: StoreInput,
     owner: str,
     now: datetime,
     now_utc: datetime | None,
     event_id: uuid.UUID | None,
+    node_id: uuid.UUID | None = None,
 ) -> MemoryNode:
-    """The node of validated fields with the store-time defaults (reference §A.1).
+    """The node of validated fields with the store-time defaults (reference §A.1); a new
+    random id unless ``node_id`` is given, and a new evidence event unless ``event_id`` is.
 
     Every field was checked by :class:`StoreInput` (owner by ``require_owner``, times
     converted to UTC), and each default is a valid value, so the node is constructed without
@@ -126,7 +148,7 @@ def _node(
     sal = 0.5 if given.salience is None else given.salience
     decay = DecayProfile.SLOW if ntype is NodeType.INSTRUCTION else DECAY_BY_EPISTEMIC[epistemic]
     values: dict[str, Any] = {
-        "id": uuid.uuid4(),
+        "id": node_id or uuid.uuid4(),
         "user_id": owner,
         "scope": Scope.PERSONAL if given.scope is None else given.scope,
         "node_type": ntype,
@@ -245,6 +267,7 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
         raise InvalidInputError("items", f"at most {MAX_BATCH} memories per batch")
     now = engine.clock()
     now_utc = _utc_or_none(now)
+    new_ids = random_uuids(2 * len(items))  # each memory's id and its evidence event's
     nodes: list[MemoryNode] = []
     for index, item in enumerate(items):
         if isinstance(item, str):
@@ -257,7 +280,9 @@ def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: s
         if not fields.keys() <= _ITEM_FIELDS:
             _known_fields({k: v for k, v in fields.items() if k != "content"}, f"items[{index}].")
         try:
-            nodes.append(_node(StoreInput.parse(fields, now), owner, now, now_utc, None))
+            given = StoreInput.parse(fields, now)
+            ids = new_ids[2 * index : 2 * index + 2]
+            nodes.append(_node(given, owner, now, now_utc, ids[1], ids[0]))
         except InvalidInputError as exc:
             raise InvalidInputError(f"items[{index}].{exc.field}", str(exc), exc.value) from None
     store_nodes(engine, nodes)

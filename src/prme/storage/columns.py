@@ -119,7 +119,8 @@ def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
     """The ``memories`` column values after ``rowid`` of each node (``VALUE_COLUMNS``; times as
     UTC microseconds). A batch's memories mostly share their times (the batch's clock
     reading), so each distinct time is converted once, and an empty evidence list encoded
-    once."""
+    once. Enum members give their ``_value_`` (what ``.value`` returns, without the
+    descriptor's cost)."""
     micros: dict[datetime, int] = {}
 
     def us(value: datetime) -> int:
@@ -141,8 +142,8 @@ def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
             (
                 str(node.id),
                 node.user_id,
-                node.scope.value,
-                node.node_type.value,
+                node.scope._value_,
+                node.node_type._value_,
                 node.content,
                 sha256_hex(node.content),
                 None if metadata is None else encode_metadata(metadata),
@@ -158,10 +159,10 @@ def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
                 node.salience,
                 node.confidence_base,
                 node.salience_base,
-                node.epistemic_type.value,
-                node.source_type.value,
-                node.lifecycle_state.value,
-                node.decay_profile.value,
+                node.epistemic_type._value_,
+                node.source_type._value_,
+                node.lifecycle_state._value_,
+                node.decay_profile._value_,
                 us(node.last_reinforced_at),
                 node.reinforcement_boost,
                 bool(node.pinned),

@@ -24,8 +24,10 @@ bytes, and nothing compares a stored report's ``pack_digest`` with the pack's cu
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring  # what the canonical encoder writes strings with
 from typing import Any
 
 from prme.canonical import canonical_bytes, sha256_hex
@@ -78,6 +80,68 @@ def row_hash(values: Sequence[Any], entities: Iterable[str], vector_le: bytes | 
     if vector_le:
         digest.update(vector_le)
     return int.from_bytes(digest.digest(), "big")
+
+
+# Each JSON scalar type's canonical text, as the canonical encoder writes it (compact, UTF-8,
+# floats in their shortest repr; non-finite floats are left to the encoder, which rejects them).
+_SCALARS: dict[type, Callable[[Any], str]] = {
+    str: encode_basestring,
+    int: int.__repr__,
+    float: float.__repr__,
+    bool: lambda value: "true" if value else "false",
+    type(None): lambda value: "null",
+}
+
+
+def _column_texts(values: list[Any]) -> list[str] | None:
+    """The canonical JSON text of each value of one column, or None when a value is not a
+    plain JSON scalar (or a float is not finite): the caller then takes the generic path."""
+    kinds = set(map(type, values))
+    if not kinds <= _SCALARS.keys():
+        return None
+    if kinds == {float}:  # a float's shortest repr is dear, and a batch repeats few values
+        distinct = set(values)
+        if not all(map(math.isfinite, distinct)):
+            return None
+        if 0.0 in distinct:  # 0.0 and -0.0 are one key but two texts
+            return list(map(float.__repr__, values))
+        return list(map({v: float.__repr__(v) for v in distinct}.__getitem__, values))
+    if float in kinds and not all(math.isfinite(v) for v in values if type(v) is float):
+        return None
+    if len(kinds) == 1:
+        return list(map(_SCALARS[kinds.pop()], values))
+    return [_SCALARS[type(v)](v) for v in values]
+
+
+def row_hashes_of(
+    rows: Sequence[Sequence[Any]],
+    entities: Sequence[Iterable[str]],
+    vectors_le: Sequence[bytes | None],
+) -> list[int]:
+    """:func:`row_hash` of each row, the same values: a batch's values are encoded column by
+    column (each column's values share a type, so each is encoded by one C function over
+    the column), and each row's canonical text is joined from its columns' texts."""
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    if columns:
+        columns[PINNED] = list(map(bool, columns[PINNED]))
+    texts = [_column_texts(column) for column in columns]
+    names = [sorted(set(n)) for n in entities]
+    if len(texts) != len(VALUE_COLUMNS) or any(t is None for t in texts):
+        return [row_hash(*args) for args in zip(rows, names, vectors_le, strict=True)]
+    if not all(type(name) is str for row_names in names for name in row_names):
+        return [row_hash(*args) for args in zip(rows, names, vectors_le, strict=True)]
+    hashes = []
+    sha256 = hashlib.sha256
+    for row_names, memory, vector in zip(
+        names, map(",".join, zip(*texts, strict=True)), vectors_le, strict=True
+    ):
+        head = ",".join(map(encode_basestring, row_names))
+        digest = sha256(f'{{"entities":[{head}],"memory":[{memory}]}}'.encode())
+        digest.update(b"\x00")
+        if vector:
+            digest.update(vector)
+        hashes.append(int.from_bytes(digest.digest(), "big"))
+    return hashes
 
 
 def row_hash_queries(where: str, vector: str = "v.vec", prefix: str = "") -> tuple[str, str]:

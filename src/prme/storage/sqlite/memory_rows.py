@@ -72,20 +72,23 @@ class MemoryRows(OwnerIndexCache):
         if not nodes:
             return
         rows = node_rows(nodes)
-        blobs = [row.tobytes() for row in np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")]
-        hashes = [
-            pack_digest_.row_hash(row, names, blob)
-            for row, names, blob in zip(rows, entities, blobs, strict=True)
-        ]
+        little = np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")
+        if little.ndim != 2 or little.shape[0] != len(rows):
+            raise ValueError(f"{len(rows)} memories but vectors of shape {vectors.shape}")
+        flat, width = little.tobytes(), little.itemsize * little.shape[1]
+        blobs = [flat[at : at + width] for at in range(0, width * len(rows), width)]
+        hashes = pack_digest_.row_hashes_of(rows, entities, blobs)
         with self._write() as conn:
             first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
             rowids = list(range(first, first + len(rows)))
             conn.executemany(
                 _INSERT_MEMORIES, [(rowid, *row) for rowid, row in zip(rowids, rows, strict=True)]
             )
-            conn.executemany(
-                "INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
-                [(rowid, node.content) for rowid, node in zip(rowids, nodes, strict=True)],
+            # FTS5 indexes the text just written (read back in SQLite, not bound again).
+            conn.execute(
+                "INSERT INTO memories_fts(rowid, content)"
+                " SELECT rowid, content FROM memories WHERE rowid >= ? ORDER BY rowid",
+                (first,),
             )
             conn.executemany(
                 "INSERT INTO vectors(rowid, vec) VALUES (?, ?)", zip(rowids, blobs, strict=True)

@@ -66,13 +66,16 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
     content, content='memories', content_rowid='rowid',
     tokenize='porter unicode61 remove_diacritics 2'
 );
+-- Keyed by memory first: every read is by memory (a delete, the digest's join, an owner
+-- index's rowid range, export order), and a batch's new links append at the end of the one
+-- tree. Packs from before this had the key (user_id, name, memory_rowid) and a second index
+-- entities_by_memory; opening one for writing re-keys it (prme.storage.sqlite.upgrades).
 CREATE TABLE IF NOT EXISTS entities (
     user_id TEXT NOT NULL,
     name TEXT NOT NULL,
     memory_rowid INTEGER NOT NULL,
-    PRIMARY KEY (user_id, name, memory_rowid)
+    PRIMARY KEY (memory_rowid, user_id, name)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entities_by_memory ON entities(memory_rowid);
 CREATE TABLE IF NOT EXISTS oplog (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     op_id TEXT NOT NULL UNIQUE,
