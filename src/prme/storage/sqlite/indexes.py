@@ -4,6 +4,7 @@ loads them instead of rebuilding them."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import suppress
 from pathlib import Path
@@ -22,11 +23,27 @@ INDEX_DIR = "index"
 # many rows, or an eighth): reopening the pack then loads it instead of rebuilding it.
 SAVE_INDEX_ROWS = 4096
 INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
+# The owner's rows past a rowid, by rowid. ``memories_owner`` orders an owner's rows by scope
+# and then rowid, so the rows past a rowid are a range within each of the owner's scopes (the
+# scopes found by one index seek each): a refresh reads the owner's new rows only, never every
+# row of the owner.
 _ROWS = (
-    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, d.sz, v.vec FROM memories m"
+    "WITH RECURSIVE scopes(scope) AS ("
+    " SELECT (SELECT MIN(scope) FROM memories WHERE user_id = :user)"
+    " UNION ALL SELECT (SELECT MIN(scope) FROM memories WHERE user_id = :user AND scope > s.scope)"
+    " FROM scopes s WHERE s.scope IS NOT NULL)"
+    f" SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, d.sz, v.vec FROM memories m"
     " JOIN vectors v ON v.rowid = m.rowid"
     " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
-    " WHERE m.user_id = ? AND m.rowid > ? ORDER BY m.rowid"
+    " WHERE m.user_id = :user AND m.scope IN (SELECT scope FROM scopes) AND m.rowid > :after"
+    " ORDER BY m.rowid"
+)
+# The entity names of the given rows (by memory, then name): a seek per row in
+# ``entities_by_memory``, where the primary key would read every name of the owner.
+_ENTITIES = (
+    "SELECT e.memory_rowid, e.name FROM json_each(?) j"
+    " JOIN entities e ON e.memory_rowid = j.value"
+    " WHERE e.user_id = ? ORDER BY e.memory_rowid, e.name"
 )
 
 
@@ -38,14 +55,11 @@ def append_new_rows(conn: sqlite3.Connection, index: OwnerIndex, user_id: str) -
             "SELECT COUNT(*) FROM memories WHERE user_id = ?", (user_id,)
         ).fetchone()
         index.reserve(int(count))
-    cursor = conn.execute(_ROWS, (user_id, index.max_rowid))
+    cursor = conn.execute(_ROWS, {"user": user_id, "after": index.max_rowid})
     while rows := cursor.fetchmany(INDEX_BATCH_ROWS):
         entities: dict[int, list[str]] = {}
-        for rowid, name in conn.execute(
-            "SELECT memory_rowid, name FROM entities WHERE user_id = ?"
-            " AND memory_rowid BETWEEN ? AND ? ORDER BY memory_rowid, name",
-            (user_id, rows[0][0], rows[-1][0]),
-        ):
+        rowids = json.dumps([r[0] for r in rows])
+        for rowid, name in conn.execute(_ENTITIES, (rowids, user_id)):
             entities.setdefault(int(rowid), []).append(str(name))
         vectors = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32)
         index.append(
