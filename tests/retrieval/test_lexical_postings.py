@@ -122,10 +122,19 @@ def _compare(store: Any, owners: list[str], rng: random.Random) -> int:
 
 
 @pytest.mark.sqlite_only  # the pack's FTS5 index is the reference
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(
+    ("seed", "dense"),
+    [(1, fts5_lexical.DENSE), (2, 0), (3, 10**9)],  # pools sorted or marked as their size says,
+    ids=["by-size", "sorted", "marked"],  # always sorted, always marked in owner-sized arrays
+)
 def test_owner_postings_give_the_pack_postings_hits(
-    make_client: ClientFactory, tmp_path: Path, seed: int
+    make_client: ClientFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    seed: int,
+    dense: int,
 ) -> None:
+    monkeypatch.setattr(fts5_lexical, "DENSE", dense)
     rng = random.Random(seed)
     client = make_client(tmp_path / f"pack-{seed}")
     owners = ["big", *(f"owner-{i}" for i in range(4))]

@@ -42,6 +42,7 @@ from prme.index.postings import Instances, OwnerPostings, Vocabulary
 _CACHE_LIMIT = 4096
 TOKENIZE_BATCH_ROWS = 32768  # rows tokenized at a time when an owner's postings grow
 POSTINGS = "lexical_postings"  # the key of an owner index's postings in its derived values
+DENSE = 16  # a query matching 1/16 of the owner's rows uses arrays of the owner's size
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
 
 Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
@@ -291,27 +292,62 @@ def owner_bm25(
     matched = [positions for positions, _ in per_phrase if positions.size]
     if not matched:
         return []
-    pool = matched[0] if len(matched) == 1 else _distinct(np.concatenate(matched))
-    pool = pool[in_scope[pool]]
+    pool = _pool(matched, in_scope, index.size)
     if pool.size == 0:
         return []
     doc_len = index.col("doc_len")
     n_docs = index.size
     avgdl = float(index.doc_len_total()) / float(n_docs)
-    idfs, frequencies = [], []
-    for positions, freq in per_phrase:
-        idfs.append(bm25_idf(n_docs, int(positions.size)))
-        aligned = np.zeros(pool.size, dtype=np.float64)
-        at = np.searchsorted(pool, positions)
-        inside = at < pool.size
-        hit = np.zeros(positions.size, dtype=np.bool_)
-        hit[inside] = pool[at[inside]] == positions[inside]
-        aligned[at[hit]] = freq[hit]
-        frequencies.append(aligned)
+    idfs = [bm25_idf(n_docs, int(positions.size)) for positions, _ in per_phrase]
+    frequencies = _aligned(pool, per_phrase, n_docs)
     scores = bm25_scores(idfs, frequencies, doc_len[pool].astype(np.float64), avgdl)
     order = _best(scores, k)
     rowids = index.col("rowid")[pool[order]]
     return list(zip(rowids.tolist(), scores[order].tolist(), strict=True))
+
+
+def _pool(
+    matched: Sequence[npt.NDArray[np.int64]], in_scope: npt.NDArray[np.bool_], size: int
+) -> npt.NDArray[np.int64]:
+    """The distinct in-scope positions of ``matched``, ascending: sorted, or, when they are
+    at least 1/``DENSE`` of the owner's rows, marked in a mask of the owner's size (cheaper
+    than sorting as many; a selective query never pays for the owner's size)."""
+    if sum(m.size for m in matched) * DENSE >= size:
+        mask = np.zeros(size, dtype=np.bool_)
+        for positions in matched:
+            mask[positions] = True
+        mask &= in_scope
+        found: npt.NDArray[np.int64] = np.flatnonzero(mask)
+        return found
+    pool = matched[0] if len(matched) == 1 else _distinct(np.concatenate(matched))
+    return pool[in_scope[pool]]
+
+
+def _aligned(
+    pool: npt.NDArray[np.int64], per_phrase: Sequence[Postings], size: int
+) -> list[npt.NDArray[np.float64]]:
+    """Each phrase's instance counts at the pool's positions (0 where it does not match): each
+    position's place in the pool by binary search, or, for a pool of at least 1/``DENSE`` of
+    the owner's rows, from a map of the owner's size."""
+    places = None
+    if pool.size * DENSE >= size:
+        places = np.full(size, -1, dtype=np.int32)  # (an owner holds fewer than 2**31 rows)
+        places[pool] = np.arange(pool.size, dtype=np.int32)
+    aligned = []
+    for positions, freq in per_phrase:
+        at: npt.NDArray[np.signedinteger[Any]]
+        if places is not None:
+            at = places[positions]
+            hit = at >= 0
+        else:
+            at = np.searchsorted(pool, positions)
+            inside = at < pool.size
+            hit = np.zeros(positions.size, dtype=np.bool_)
+            hit[inside] = pool[at[inside]] == positions[inside]
+        counts = np.zeros(pool.size, dtype=np.float64)
+        counts[at[hit]] = freq[hit]
+        aligned.append(counts)
+    return aligned
 
 
 def _best(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
