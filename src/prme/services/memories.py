@@ -204,7 +204,10 @@ def _features(
     """Vectors and entity names of ``nodes`` (computed before any write lock is taken)."""
     engine.check_embedder()
     vectors = engine.embedder.embed([n.content for n in nodes])
-    entities = [extract_entities(n.content, (n.metadata or {}).get("entities")) for n in nodes]
+    entities = [
+        extract_entities(n.content, None if n.metadata is None else n.metadata.get("entities"))
+        for n in nodes
+    ]
     return vectors, entities
 
 
