@@ -55,3 +55,29 @@ def test_a_batch_with_fewer_vectors_than_memories_writes_nothing(client: MemoryC
         store.insert_memories(nodes, np.zeros((1, 256), dtype=np.float32), [[], []])
     assert len(client.list(user_id="alice")) == 1
     assert store.kept_digest_state() == before
+
+
+def test_store_time_defaults_stay_bounded_and_right_past_the_memo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Roles are free text: past the memo's limit defaults are still computed, not memoized.
+    monkeypatch.setattr(memories, "_DEFAULTS", {})
+    for i in range(memories._DEFAULTS_LIMIT + 50):
+        got = memories._defaults(None, f"role {i}", None, None)
+        assert got[1:] == (
+            f"role {i}",
+            memories.EpistemicType.ASSERTED,
+            memories.SourceType.USER_STATED,
+            0.80,
+            memories.DecayProfile.MEDIUM,
+        )
+    assert len(memories._DEFAULTS) <= memories._DEFAULTS_LIMIT
+    tool = memories._defaults(memories.NodeType.INSTRUCTION, "tool", None, None)
+    assert tool == (
+        memories.NodeType.INSTRUCTION,
+        "tool",
+        memories.EpistemicType.OBSERVED,
+        memories.SourceType.TOOL_OUTPUT,
+        0.85,
+        memories.DecayProfile.SLOW,
+    )
