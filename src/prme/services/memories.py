@@ -107,15 +107,15 @@ _set = object.__setattr__
 def random_uuids(count: int) -> list[uuid.UUID]:
     """``count`` random (version 4) UUIDs, as :func:`uuid.uuid4` makes them (16 bytes of
     ``os.urandom`` each, version and variant bits set), from one ``os.urandom`` call."""
-    data = os.urandom(16 * count)
-    clear = ~((0xF000 << 64) | (0xC000 << 48))
-    mark = (4 << 76) | (0x8000 << 48)  # version 4, RFC 4122 variant
-    made = []
+    raw = np.frombuffer(os.urandom(16 * count), dtype=np.uint8).reshape(count, 16).copy()
+    raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40  # version 4
+    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80  # RFC 4122 variant
+    data, made, unknown = raw.tobytes(), [], uuid.SafeUUID.unknown
     for at in range(0, 16 * count, 16):
         # What UUID(int=...) sets, without its argument checks (the value is in range).
         made.append(value := _new_uuid(uuid.UUID))
-        _set(value, "int", (int.from_bytes(data[at : at + 16], "big") & clear) | mark)
-        _set(value, "is_safe", uuid.SafeUUID.unknown)
+        _set(value, "int", int.from_bytes(data[at : at + 16], "big"))
+        _set(value, "is_safe", unknown)
     return made
 
 
