@@ -80,6 +80,8 @@ def to_utc(value: datetime, field: str = "datetime") -> datetime:
         InvalidInputError: naive, or outside ``datetime``'s range once converted (for example
             ``9999-12-31T23:59:59-14:00`` or ``0001-01-01T00:00:00+01:00``).
     """
+    if type(value) is datetime and value.tzinfo is UTC:  # what astimezone(UTC) returns
+        return value
     if not isinstance(value, datetime):
         raise InvalidInputError(field, "must be a datetime", value)
     if value.tzinfo is None or value.utcoffset() is None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prme.embed.base import Embedder
-from prme.embed.hashing import HashingEmbedder
+from prme.embed.hashing import HashingEmbedder, words_of
 
 TEXTS = [
     "Which database does Aster use?",
@@ -139,9 +139,19 @@ def test_vectors_are_the_bytes_earlier_versions_stored(dimension: int) -> None:
     assert [row.tobytes() for row in again[::-1]] == [row.tobytes() for row in batch]
 
 
+_ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=80)
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.text(max_size=80), max_size=12))
+@given(st.lists(st.text(max_size=80) | _ASCII, max_size=12))
 def test_any_batch_equals_each_text_from_the_definition(texts: list[str]) -> None:
     batch = HashingEmbedder(32).embed(texts)
     assert batch.shape == (len(texts), 32) and batch.dtype == np.float32
     assert [row.tobytes() for row in batch] == [_independent(t, 32) for t in texts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ASCII | st.text(max_size=40) | st.sampled_from(["\u212a Kelvin", "İI ı", "ǅ x_y-z"]))
+def test_words_are_the_regex_runs_of_the_lowercased_text(text: str) -> None:
+    # ASCII text (also once lowered, e.g. the Kelvin sign) is split in C, the rest by regex.
+    assert words_of(text) == re.findall(r"\w+", text.lower())

@@ -9,6 +9,7 @@ import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+from prme.canonical import canonical_json, sha256_hex
 from prme.models.memory import MemoryNode
 from prme.services.memories import build_node
 from prme.storage.columns import (
@@ -124,3 +125,63 @@ def test_the_postgres_schema_declares_the_column_spec_in_order(postgres_url: str
     # then the lexical columns PostgreSQL derives from the content (a trigger) and from those
     # and the owner (generated: the owner's lexical index keys)
     assert tuple(declared) == (*MEMORY_COLUMNS, "tsv", "doc_len", "owner_lexeme_keys")
+
+
+def _reference_row(node: MemoryNode) -> tuple[object, ...]:
+    """One node's columns from the spec, the plain way (attributes, ``.value``, json)."""
+    meta = node.metadata
+    return (
+        str(node.id),
+        node.user_id,
+        node.scope.value,
+        node.node_type.value,
+        node.content,
+        sha256_hex(node.content),
+        None if meta is None else canonical_json(meta),
+        None if meta is None or "condition_state" not in meta else str(meta["condition_state"]),
+        node.session_id,
+        node.role,
+        to_us(node.created_at),
+        to_us(node.updated_at),
+        None if node.event_time is None else to_us(node.event_time),
+        to_us(node.valid_from),
+        None if node.valid_to is None else to_us(node.valid_to),
+        node.confidence,
+        node.salience,
+        node.confidence_base,
+        node.salience_base,
+        node.epistemic_type.value,
+        node.source_type.value,
+        node.lifecycle_state.value,
+        node.decay_profile.value,
+        to_us(node.last_reinforced_at),
+        node.reinforcement_boost,
+        node.pinned,
+        json.dumps([str(r) for r in node.evidence_refs]),
+        node.ttl_days,
+    )
+
+
+def test_rows_equal_the_column_spec_read_plainly() -> None:
+    nodes = [
+        build_node("plain", user_id="a", now=NOW),
+        build_node(
+            'Ünïcode "quoted" \\ text',
+            user_id="a",
+            now=NOW,
+            scope="organisation",
+            node_type="instruction",
+            role="assistant",
+            session_id="s1",
+            metadata={"condition_state": 3, "k": "é"},
+            event_time=NOW - timedelta(days=400),
+            valid_to=NOW + timedelta(days=2),
+            salience=0.25,
+            ttl_days=0,
+            pinned=False,
+        ),
+    ]
+    nodes.append(nodes[0].model_copy(update={"evidence_refs": (uuid.uuid4(), uuid.uuid4())}))
+    nodes.append(nodes[1].model_copy(update={"evidence_refs": ()}))
+    assert node_rows(nodes) == [_reference_row(n) for n in nodes]
+    assert all(type(v) is str for row in node_rows(nodes) for v in (row[2], row[3], row[19]))

@@ -107,16 +107,49 @@ _set = object.__setattr__
 def random_uuids(count: int) -> list[uuid.UUID]:
     """``count`` random (version 4) UUIDs, as :func:`uuid.uuid4` makes them (16 bytes of
     ``os.urandom`` each, version and variant bits set), from one ``os.urandom`` call."""
-    data = os.urandom(16 * count)
-    clear = ~((0xF000 << 64) | (0xC000 << 48))
-    mark = (4 << 76) | (0x8000 << 48)  # version 4, RFC 4122 variant
-    made = []
+    raw = np.frombuffer(os.urandom(16 * count), dtype=np.uint8).reshape(count, 16).copy()
+    raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40  # version 4
+    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80  # RFC 4122 variant
+    data, made, unknown = raw.tobytes(), [], uuid.SafeUUID.unknown
     for at in range(0, 16 * count, 16):
         # What UUID(int=...) sets, without its argument checks (the value is in range).
         made.append(value := _new_uuid(uuid.UUID))
-        _set(value, "int", (int.from_bytes(data[at : at + 16], "big") & clear) | mark)
-        _set(value, "is_safe", uuid.SafeUUID.unknown)
+        _set(value, "int", int.from_bytes(data[at : at + 16], "big"))
+        _set(value, "is_safe", unknown)
     return made
+
+
+Defaults = tuple[NodeType, str, EpistemicType, SourceType, float, DecayProfile]
+_DEFAULTS: dict[tuple[Any, ...], Defaults] = {}  # a batch repeats few combinations
+_DEFAULTS_LIMIT = 4096  # roles are free text: the memo stays bounded
+
+
+def _defaults(
+    node_type: NodeType | None,
+    role: str | None,
+    epistemic: EpistemicType | None,
+    source: SourceType | None,
+) -> Defaults:
+    """Node type, role, epistemic and source type, default confidence and decay profile of a
+    memory given (or not) its node type, role, epistemic and source type (reference §A.1)."""
+    key = (node_type, role, epistemic, source)
+    found = _DEFAULTS.get(key)
+    if found is not None:
+        return found
+    ntype = NodeType.NOTE if node_type is None else node_type
+    role = "user" if role is None else role
+    if epistemic is None:
+        epistemic = default_epistemic(role, ntype)
+    if source is None:
+        source = default_source(role)
+    conf = CONFIDENCE_MATRIX.get((epistemic, source), 0.5)
+    if ntype is NodeType.INSTRUCTION:
+        conf = max(conf, 0.7)
+    decay = DecayProfile.SLOW if ntype is NodeType.INSTRUCTION else DECAY_BY_EPISTEMIC[epistemic]
+    found = (ntype, role, epistemic, source, conf, decay)
+    if len(_DEFAULTS) < _DEFAULTS_LIMIT:
+        _DEFAULTS[key] = found
+    return found
 
 
 def _node(
@@ -134,33 +167,27 @@ def _node(
     converted to UTC), and each default is a valid value, so the node is constructed without
     validating it again; only a clock reading that is not an aware datetime (``now_utc``
     None) takes the validating path, which reports it as before."""
-    ntype = NodeType.NOTE if given.node_type is None else given.node_type
-    role = "user" if given.role is None else given.role
-    epistemic = given.epistemic_type
-    if epistemic is None:
-        epistemic = default_epistemic(role, ntype)
-    source = default_source(role) if given.source_type is None else given.source_type
-    conf = given.confidence
-    if conf is None:
-        conf = CONFIDENCE_MATRIX.get((epistemic, source), 0.5)
-        if ntype is NodeType.INSTRUCTION:
-            conf = max(conf, 0.7)
-    sal = 0.5 if given.salience is None else given.salience
-    decay = DecayProfile.SLOW if ntype is NodeType.INSTRUCTION else DECAY_BY_EPISTEMIC[epistemic]
+    g = given.__dict__  # the validated fields (attribute reads cost more on a hot path)
+    ntype, role, epistemic, source, conf, decay = _defaults(
+        g["node_type"], g["role"], g["epistemic_type"], g["source_type"]
+    )
+    if g["confidence"] is not None:
+        conf = g["confidence"]
+    sal = 0.5 if g["salience"] is None else g["salience"]
     values: dict[str, Any] = {
         "id": node_id or uuid.uuid4(),
         "user_id": owner,
-        "scope": Scope.PERSONAL if given.scope is None else given.scope,
+        "scope": Scope.PERSONAL if g["scope"] is None else g["scope"],
         "node_type": ntype,
-        "content": given.content,
-        "metadata": given.metadata,
-        "session_id": given.session_id,
+        "content": g["content"],
+        "metadata": g["metadata"],
+        "session_id": g["session_id"],
         "role": role,
         "created_at": now_utc,
         "updated_at": now_utc,
-        "event_time": given.event_time,
-        "valid_from": given.valid_from or now_utc,
-        "valid_to": given.valid_to,
+        "event_time": g["event_time"],
+        "valid_from": g["valid_from"] or now_utc,
+        "valid_to": g["valid_to"],
         "confidence": conf,
         "salience": sal,
         "confidence_base": conf,
@@ -171,9 +198,9 @@ def _node(
         "decay_profile": decay,
         "last_reinforced_at": now_utc,
         "reinforcement_boost": 0.0,
-        "pinned": bool(given.pinned),
+        "pinned": bool(g["pinned"]),
         "evidence_refs": (event_id or uuid.uuid4(),),
-        "ttl_days": given.ttl_days,
+        "ttl_days": g["ttl_days"],
     }
     if now_utc is not None:
         return _constructed(values)
@@ -186,13 +213,16 @@ def _node(
         raise invalid_input(exc, "memory", nested=False) from None
 
 
+_ALL_FIELDS = set(MemoryNode.model_fields)
+
+
 def _constructed(values: dict[str, Any]) -> MemoryNode:
     """``MemoryNode.model_construct(**values)`` for ``values`` naming every field in field
     order: what model_construct sets, without its per-field default lookup (a store_many hot
     path)."""
     node = MemoryNode.__new__(MemoryNode)
     object.__setattr__(node, "__dict__", values)
-    object.__setattr__(node, "__pydantic_fields_set__", set(values))
+    object.__setattr__(node, "__pydantic_fields_set__", _ALL_FIELDS.copy())
     object.__setattr__(node, "__pydantic_extra__", None)
     object.__setattr__(node, "__pydantic_private__", None)
     return node
@@ -204,7 +234,10 @@ def _features(
     """Vectors and entity names of ``nodes`` (computed before any write lock is taken)."""
     engine.check_embedder()
     vectors = engine.embedder.embed([n.content for n in nodes])
-    entities = [extract_entities(n.content, (n.metadata or {}).get("entities")) for n in nodes]
+    entities = [
+        extract_entities(n.content, None if n.metadata is None else n.metadata.get("entities"))
+        for n in nodes
+    ]
     return vectors, entities
 
 

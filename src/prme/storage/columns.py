@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from prme.canonical import canonical_json, sha256_hex
+from prme.canonical import canonical_json
 from prme.index.owner_index import (
     CONDITIONS,
     DECAYS,
@@ -118,9 +119,9 @@ def insert_memories_sql(mark: str) -> str:
 def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
     """The ``memories`` column values after ``rowid`` of each node (``VALUE_COLUMNS``; times as
     UTC microseconds). A batch's memories mostly share their times (the batch's clock
-    reading), so each distinct time is converted once, and an empty evidence list encoded
-    once. Enum members give their ``_value_`` (what ``.value`` returns, without the
-    descriptor's cost)."""
+    reading), so each distinct time is converted once. A hot path: fields are read from the
+    node's ``__dict__`` and enum members give their ``_value_`` (what ``.value`` returns,
+    without the descriptor's cost)."""
     micros: dict[datetime, int] = {}
 
     def us(value: datetime) -> int:
@@ -129,46 +130,47 @@ def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
             found = micros[value] = to_us(value)
         return found
 
-    empty = json.dumps([])
-    encode_metadata = canonical_json
-    out = []
+    sha256 = hashlib.sha256
+    out: list[tuple[Any, ...]] = []
+    append = out.append
     for node in nodes:
-        metadata = node.metadata
+        n = node.__dict__
+        content, metadata, refs = n["content"], n["metadata"], n["evidence_refs"]
+        event_time, valid_to = n["event_time"], n["valid_to"]
         condition = None
         if metadata is not None and "condition_state" in metadata:
             condition = str(metadata["condition_state"])
-        refs = node.evidence_refs
-        out.append(
+        append(
             (
-                str(node.id),
-                node.user_id,
-                node.scope._value_,
-                node.node_type._value_,
-                node.content,
-                sha256_hex(node.content),
-                None if metadata is None else encode_metadata(metadata),
+                str(n["id"]),
+                n["user_id"],
+                n["scope"]._value_,
+                n["node_type"]._value_,
+                content,
+                sha256(content.encode("utf-8")).hexdigest(),
+                None if metadata is None else canonical_json(metadata),
                 condition,
-                node.session_id,
-                node.role,
-                us(node.created_at),
-                us(node.updated_at),
-                None if node.event_time is None else us(node.event_time),
-                us(node.valid_from),
-                None if node.valid_to is None else us(node.valid_to),
-                node.confidence,
-                node.salience,
-                node.confidence_base,
-                node.salience_base,
-                node.epistemic_type._value_,
-                node.source_type._value_,
-                node.lifecycle_state._value_,
-                node.decay_profile._value_,
-                us(node.last_reinforced_at),
-                node.reinforcement_boost,
-                bool(node.pinned),
+                n["session_id"],
+                n["role"],
+                us(n["created_at"]),
+                us(n["updated_at"]),
+                None if event_time is None else us(event_time),
+                us(n["valid_from"]),
+                None if valid_to is None else us(valid_to),
+                n["confidence"],
+                n["salience"],
+                n["confidence_base"],
+                n["salience_base"],
+                n["epistemic_type"]._value_,
+                n["source_type"]._value_,
+                n["lifecycle_state"]._value_,
+                n["decay_profile"]._value_,
+                us(n["last_reinforced_at"]),
+                n["reinforcement_boost"],
+                bool(n["pinned"]),
                 # json.dumps of the id strings (no character in them needs escaping)
-                '["' + '", "'.join([str(r) for r in refs]) + '"]' if refs else empty,
-                node.ttl_days,
+                '["' + '", "'.join([str(r) for r in refs]) + '"]' if refs else "[]",
+                n["ttl_days"],
             )
         )
     return out
