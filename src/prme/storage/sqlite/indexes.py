@@ -38,8 +38,8 @@ _ROWS = (
     " WHERE m.user_id = :user AND m.scope IN (SELECT scope FROM scopes) AND m.rowid > :after"
     " ORDER BY m.rowid"
 )
-# The entity names of the given rows (by memory, then name): a seek per row in
-# ``entities_by_memory``, where the primary key would read every name of the owner.
+# The entity names of the given rows (by memory, then name): a seek per row in the key
+# ``(memory_rowid, user_id, name)`` (in ``entities_by_memory`` on a read-only pack from before).
 _ENTITIES = (
     "SELECT e.memory_rowid, e.name FROM json_each(?) j"
     " JOIN entities e ON e.memory_rowid = j.value"
