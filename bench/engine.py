@@ -489,7 +489,7 @@ def _reopen(
 def _rss_parts_mib() -> dict[str, float]:
     """This process's resident set by kind (Linux): anonymous memory, and mapped file pages
     (the saved index's arrays and graphs, which the kernel may drop and read again)."""
-    parts = {"RssAnon:": "rss_anon_mib", "RssFile:": "rss_file_mib"}
+    parts = {"RssAnon:": "rss_anon_mib", "RssFile:": "rss_file_mib", "VmHWM:": "peak_rss_mib"}
     found: dict[str, float] = {}
     with suppress(OSError):
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -533,8 +533,9 @@ def _serve(plan: dict[str, Any]) -> dict[str, Any]:
         "rss_mib_after_open": after_open,
         "rss_mib_after_first_retrieve": after_first,
         "queries": len(asked) - 1,
-        **_rss_parts_mib(),  # after the last query
-        "peak_rss_mib_serving": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # after the last query, and this process's peak (VmHWM: getrusage's ru_maxrss would
+        # start from the parent's peak, which a child inherits at fork)
+        **_rss_parts_mib(),
     }
 
 
