@@ -3,8 +3,9 @@
 The weighted formula is :func:`weighted_scores` (vectorized; :func:`weighted_score` is that
 function on one trace), so a score computed by retrieval is reproduced bit for bit by replaying
 its trace. :class:`FactoredWeighted` is the same formula factored for fitting multipliers
-(float form, no rounding). Rounding always uses Python's ``round(x, 10)`` (numpy's rounding
-differs in the last place).
+(float form, no rounding). Rounding is always Python's ``round(x, 10)``, bit for bit (numpy's
+``np.round`` differs in the last place), computed for many values at once by
+:func:`round_places`.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def weighted_scores(features: dict[str, FloatArray], weights: ScoringWeights) ->
     salience, confidence), summed left to right;
     ``score = additive × epistemic_weight (+ temporal_boost × temporal_affinity) × node_type_boost``;
     capped at ``semantic + lexical`` when that sum is below ``relevance_floor``; each score
-    rounded to 10 places by Python's ``round`` (numpy's rounding differs in the last place).
+    rounded to 10 places as Python's ``round`` does (:func:`round_places`).
     """
     w = weights
     f = features
