@@ -267,11 +267,11 @@ def load_postings(directory: Path, stamp: IndexStamp) -> OwnerPostings | None:
         meta = json.loads((directory / LEXICAL).read_text("utf-8"))
         if meta.get("stamp") != stamp.as_json():
             return None
-        arrays = {  # plain views of the mappings: a query slices them many times
+        arrays = {
             name: _mapped(
                 directory / f"lexical.{name}.npy",
                 *(OFFSET_DTYPES if name == "offsets" else (dtype,)),
-            ).view(np.ndarray)
+            )
             for name, dtype in ARRAYS.items()
         }
         return OwnerPostings.from_arrays(stamp.size, meta["segments"], arrays)
