@@ -26,6 +26,7 @@ from prme.config import RetrievalConfig
 from prme.index import owner_index
 from prme.index.ann import segment_ranges
 from prme.index.owner_index import OwnerIndex
+from prme.storage.fts5_lexical import shared_postings
 from prme.storage.postgres import PostgresStore, drop_schema, saved_index
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -141,9 +142,12 @@ def test_a_new_process_loads_the_saved_index_and_does_not_rebuild_it(
         _no_rebuild(patch)
         assert _ranked(reader) == first
     assert any("FROM owner_index_parts" in sql for sql in trace)
+    # nor its lexical postings: no row's lexemes are read again
+    assert not any("unnest(m.tsv)" in sql for sql in trace)
     loaded = reader.engine.store.owner_index("alice")
     assert loaded is not None and loaded.size == loaded.saved_size == ROWS
     assert mapped(loaded.vectors)  # the saved vectors, not rows read again
+    assert mapped(shared_postings(loaded).postings.segments[0].positions)
 
     # rows written since the save are appended to the loaded index: the same results as an
     # index rebuilt from the rows alone

@@ -277,7 +277,21 @@ def owner_bm25(
     score descending then rowid, with FTS5's BM25 over the owner's memories (``index``)."""
     if index.size == 0 or k <= 0:
         return []
-    found = owner_postings(conn, index).lookup([t for tokens in phrases for t in tokens])
+    return postings_bm25(owner_postings(conn, index), index, in_scope, phrases, k)
+
+
+def postings_bm25(
+    postings: OwnerPostings,
+    index: OwnerIndex,
+    in_scope: npt.NDArray[np.bool_],
+    phrases: Sequence[tuple[str, ...]],
+    k: int,
+) -> list[tuple[int, float]]:
+    """:func:`owner_bm25` over ``postings`` (the owner's, covering ``index``'s positions), however
+    they were derived: FTS5's tokens on SQLite, PostgreSQL's lexemes there."""
+    if index.size == 0 or k <= 0:
+        return []
+    found = postings.lookup([t for tokens in phrases for t in tokens])
     cache: dict[str, Postings] = {}
     per_phrase: list[Postings] = []
     for tokens in phrases:

@@ -1,74 +1,131 @@
-"""Lexical search on PostgreSQL: BM25 in SQL with FTS5's formula and the owner's own
-statistics (``owner_lexemes``, ``owner_lexical_stats``), over the ``tsvector`` each memory row
-keeps; see :mod:`prme.storage.postgres.store` for the known differences from FTS5."""
+"""Lexical search on PostgreSQL: BM25 with FTS5's formula over the owner's own postings, in
+process, as on SQLite (:mod:`prme.storage.fts5_lexical`).
+
+PostgreSQL's text search analyses the text: each memory row keeps the ``tsvector`` of its
+content (derived on insert), and each query term is analysed on the server with the same
+configuration into its lexemes. The owner's postings (:mod:`prme.index.postings`: each lexeme's
+rows, a row once per position the ``tsvector`` lists for it) are read from the ``tsvector`` of
+the owner's rows, grow with the owner's column index (the rows appended since are read when a
+search first needs them), are shared by its snapshots and saved with it
+(:mod:`prme.storage.postgres.saved_index`).
+
+A row's score sums, over the query's (term, lexeme) pairs in term order (a term's lexemes in
+byte order), ``idf · (tf · (k1 + 1)) / (tf + k1 · (1 − b + b · D / avgdl))``: ``tf`` the
+lexeme's position count in the row's ``tsvector``, ``D`` the row's token count, with the owner's
+statistics alone (document count and token total from the owner index, document frequency from
+the owner's postings). A query reads only the owner's postings of its lexemes: another owner's
+rows, however many hold them, change neither what it reads nor how long it takes.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
 
-from prme.index.bm25 import BM25_B, BM25_K1, bm25_idf
-from prme.models.enums import Scope
+from prme.index.owner_index import OwnerIndex
+from prme.index.postings import OwnerPostings
+from prme.storage.fts5_lexical import shared_postings
 
 Run = Callable[[str, Sequence[Any]], psycopg.Cursor[Any]]
 
+BATCH_ROWS = 32768  # owner rows whose lexemes are read at a time
+_CACHE_LIMIT = 4096  # query terms whose lexemes are kept
 
-def search(
-    run: Run, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
-) -> list[tuple[int, float]]:
-    """``(rowid, score)`` of the owner's best ``k`` memories for ``terms`` (each one phrase),
-    best first, then by rowid; ``run`` executes one statement on the store's connection."""
-    # One row per (query term, lexeme): FTS5 scores each query phrase separately.
-    found = run(
-        "SELECT t.ord, l.lexeme, COALESCE(x.df, 0), s.n_docs, s.n_tokens"
-        " FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)"
-        " CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector("
-        "'prme_english'::regconfig, prme_lexical_text(t.term)))) AS l(lexeme)"
-        " LEFT JOIN owner_lexemes x ON x.user_id = %s AND x.lexeme = l.lexeme"
-        " CROSS JOIN (SELECT COALESCE(MAX(n_docs), 0) AS n_docs,"
-        " COALESCE(MAX(n_tokens), 0) AS n_tokens FROM owner_lexical_stats"
-        " WHERE user_id = %s) AS s ORDER BY t.ord, l.lexeme",
-        (list(terms), user_id, user_id),
-    ).fetchall()
-    n_docs, n_tokens = (int(found[0][3]), int(found[0][4])) if found else (0, 0)
-    if n_docs == 0 or n_tokens == 0:
-        return []
-    query = [
-        (int(ord_), str(lexeme), bm25_idf(n_docs, int(df))) for ord_, lexeme, df, _, _ in found
-    ]
-    ords, lexemes, idfs = (list(column) for column in zip(*query, strict=True))
-    scope_sql, scope_params = "", []
-    if scopes is not None:
-        scope_sql = " AND h.scope = ANY(%s)"
-        scope_params = [sorted({s.value for s in scopes})]
-    # The exact arithmetic of FTS5's bm25(), summed in query-term order. The owner's GIN
-    # entries go first (as FTS5's MATCH does; :mod:`prme.storage.postgres.migrations_lexical`),
-    # then the owner and scope filter.
-    rows = run(
-        "SELECT h.rowid, SUM(w.idf * ((u.tf * (%s + 1.0))"
-        " / (u.tf + %s * (1.0 - %s + %s * h.doc_len / %s))) ORDER BY w.ord)"
-        " AS score FROM prme_owner_lexical_hits(%s, %s::text[]) AS h CROSS JOIN LATERAL"
-        " (SELECT lexeme, cardinality(positions)::float8 AS tf FROM unnest(h.tsv)) AS u"
-        " JOIN unnest(%s::int[], %s::text[], %s::float8[]) AS w(ord, lexeme, idf)"
-        " ON w.lexeme = u.lexeme"
-        f" WHERE h.user_id = %s{scope_sql}"
-        " GROUP BY h.rowid ORDER BY score DESC, h.rowid LIMIT %s",
-        [
-            BM25_K1,
-            BM25_K1,
-            BM25_B,
-            BM25_B,
-            n_tokens / n_docs,
-            user_id,
-            sorted(set(lexemes)),
-            ords,
-            lexemes,
-            idfs,
-            user_id,
-            *scope_params,
-            k,
-        ],
-    ).fetchall()
-    return [(int(r[0]), float(r[1])) for r in rows]
+_QUERY_LEXEMES = (
+    "SELECT t.ord, l.lexeme FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)"
+    " CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector("
+    "'prme_english'::regconfig, prme_lexical_text(t.term)))) AS l(lexeme)"
+    ' ORDER BY t.ord, l.lexeme COLLATE "C"'
+)
+# One row per batch: the lexemes (byte order), each one's row count, then for each lexeme in
+# that order its rows (ascending) and their position counts, as comma-separated text (a
+# Python row per posting would cost several times more).
+_ROW_LEXEMES = (
+    "SELECT array_agg(g.lexeme ORDER BY g.lexeme), array_agg(g.n ORDER BY g.lexeme),"
+    " string_agg(g.rowids, ',' ORDER BY g.lexeme), string_agg(g.tfs, ',' ORDER BY g.lexeme)"
+    ' FROM (SELECT u.lexeme COLLATE "C" AS lexeme, count(*) AS n,'
+    " string_agg(m.rowid::text, ',' ORDER BY m.rowid) AS rowids,"
+    " string_agg(cardinality(u.positions)::text, ',' ORDER BY m.rowid) AS tfs"
+    " FROM memories m CROSS JOIN LATERAL unnest(m.tsv) AS u"
+    " WHERE m.user_id = %s AND m.rowid = ANY(%s) GROUP BY 1) AS g"
+)
+
+
+class QueryLexemes:
+    """Each query term's lexemes, as the pack's text search configuration gives them (asked
+    of the server once per term, then kept)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+
+    def phrases(self, run: Run, terms: Sequence[str]) -> list[tuple[str, ...]]:
+        """One single-lexeme phrase per (term, lexeme), in term order, then byte order."""
+        with self._lock:
+            missing = [t for t in dict.fromkeys(terms) if t not in self._known]
+        if missing:
+            found: dict[str, list[str]] = {t: [] for t in missing}
+            for ord_, lexeme in run(_QUERY_LEXEMES, (missing,)).fetchall():
+                found[missing[int(ord_) - 1]].append(str(lexeme))
+            with self._lock:
+                if len(self._known) + len(found) > _CACHE_LIMIT:
+                    self._known.clear()
+                self._known.update((t, tuple(lexemes)) for t, lexemes in found.items())
+                known = {t: self._known[t] for t in terms}
+        else:
+            with self._lock:
+                known = {t: self._known[t] for t in terms}
+        return [(lexeme,) for term in terms for lexeme in known[term]]
+
+
+def owner_postings(run: Run, index: OwnerIndex, user_id: str) -> OwnerPostings:
+    """The postings of the owner's rows in ``index``: those read so far, grown by the rows
+    appended since (their ``tsvector`` read through ``run``, in the caller's snapshot)."""
+    shared = shared_postings(index)
+    with shared.lock:
+        postings = shared.postings
+        if postings.size < index.size:
+            postings = shared.postings = _grown(run, index, postings, user_id)
+    return postings.upto(index.size)
+
+
+def _grown(run: Run, index: OwnerIndex, postings: OwnerPostings, user_id: str) -> OwnerPostings:
+    rowids = index.col("rowid")
+    for start in range(postings.size, index.size, BATCH_ROWS):
+        end = min(start + BATCH_ROWS, index.size)
+        wanted = rowids[start:end]
+        row = run(_ROW_LEXEMES, (user_id, wanted.tolist())).fetchone()
+        lexemes, counts, positions, offsets = _instances(row, wanted, start)
+        postings = postings.appended(end, lexemes, counts, positions, offsets)
+    return postings
+
+
+def _integers(text: str | None) -> npt.NDArray[np.int64]:
+    if not text:
+        return np.zeros(0, np.int64)
+    return np.array(text.split(","), dtype=np.int64)
+
+
+def _instances(
+    row: tuple[Any, ...] | None, wanted: npt.NDArray[np.int64], start: int
+) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """A batch's lexemes, each one's instance count, and the instances (position, then an
+    offset counting the row's instances from 0), by lexeme, then position."""
+    if row is None or row[0] is None:
+        empty = np.zeros(0, np.int64)
+        return [], empty, empty, empty
+    lexemes = [str(x) for x in row[0]]
+    rows_per_lexeme = np.asarray(row[1], dtype=np.int64)
+    rowids, tfs = _integers(row[2]), _integers(row[3])
+    positions = start + np.searchsorted(wanted, rowids)
+    bounds = np.concatenate(([0], np.cumsum(rows_per_lexeme)))
+    counts = np.add.reduceat(tfs, bounds[:-1]) if tfs.size else np.zeros(0, np.int64)
+    instance_positions = np.repeat(positions, tfs)
+    first = np.concatenate(([0], np.cumsum(tfs)[:-1]))
+    offsets = np.arange(instance_positions.size, dtype=np.int64) - np.repeat(first, tfs)
+    return lexemes, counts.astype(np.int64), instance_positions.astype(np.int64), offsets

@@ -45,6 +45,7 @@ from prme.storage.columns import (
     row_to_node,
     select_list,
 )
+from prme.storage.fts5_lexical import postings_bm25
 from prme.storage.owner_indexes import OwnerIndexCache
 from prme.storage.postgres import lexical, saved_index
 from prme.storage.postgres.digest import row_hashes
@@ -427,13 +428,20 @@ class MemoryRows(OwnerIndexCache):
                 for start, end in segment_ranges(index.size, index.ann):
                     index.segment(start, end)
             with self._guard(), self._pool.connection() as conn, conn.transaction():
+                # one snapshot: the owner's rows whose lexemes are read are the checked ones
+                self._run(conn, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 row = self._run(conn, "SELECT pg_try_advisory_xact_lock(%s)", (lock,)).fetchone()
                 if not (row and row[0]):
                     return False
                 current = self._owner_index_sequences(conn, user_id)[1] == index.delete_seq
                 if not current or stamp.pack_id != self._pack_id:
                     return False  # never loaded: it would only replace a newer save
-                saved_index.save(self._trace, conn, root, stamp, index, self.attest)
+
+                def run(sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
+                    return self._run(conn, sql, params)
+
+                postings = lexical.owner_postings(run, index, user_id)
+                saved_index.save(self._trace, conn, root, stamp, index, self.attest, postings)
         except (OSError, psycopg.Error, StorageUnavailableError):
             return False
         return True
@@ -442,10 +450,24 @@ class MemoryRows(OwnerIndexCache):
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
         """BM25 over the owner's memories with FTS5's formula and the owner's statistics:
-        ``(rowid, score)``, best first (:mod:`prme.storage.postgres.lexical`)."""
+        ``(rowid, score)``, best first, then by rowid (:mod:`prme.storage.postgres.lexical`)."""
         if not terms:
             return []
-        with self._connection() as conn:
-            return lexical.search(
-                lambda sql, params: self._run(conn, sql, params), user_id, scopes, terms, k
-            )
+        with self.read_snapshot(), self._connection() as conn:
+            index = self.owner_index(user_id)  # the owner index and the postings: one state
+            if index is None:  # no embedder bound, so nothing is stored
+                return []
+
+            def run(sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
+                return self._run(conn, sql, params)
+
+            phrases = self._query_lexemes().phrases(run, terms)
+            postings = lexical.owner_postings(run, index, user_id)
+            return postings_bm25(postings, index, index.scope_mask(scopes), phrases, k)
+
+    def _query_lexemes(self) -> lexical.QueryLexemes:
+        """The store's cache of query terms' lexemes (made on first use)."""
+        found: lexical.QueryLexemes = self.__dict__.setdefault(
+            "_lexemes_of_terms", lexical.QueryLexemes()
+        )
+        return found

@@ -17,19 +17,17 @@ tell them apart except through the feature identity (``storage: postgres``, ``le
 - **One writer for content**: content writes take a pack-wide transaction-scoped advisory lock,
   so row ids grow in commit order and the incremental index refresh never misses a row.
 - **Lexical search**: a ``tsvector`` and token count derived from the content on insert (a
-  trigger), a GIN index over (owner, lexeme) keys that always goes first (as FTS5's MATCH does;
-  it reads only the querying owner's entries, ``migrations_lexical``), and BM25 computed in SQL
-  with FTS5's formula (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)), non-positive idf → 1e-6)
-  and FTS5's statistics taken over the owner's memories only (document count, token total and
-  document frequency per term, kept per owner in ``owner_lexical_stats`` and ``owner_lexemes``
-  and updated in the content write's transaction), so another owner's content never changes
-  an owner's scores.
+  trigger); BM25 with FTS5's formula (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)),
+  non-positive idf → 1e-6) over the owner's own postings, in process
+  (:mod:`prme.storage.postgres.lexical`): read once from the owner's rows' ``tsvector``, kept and
+  saved with the owner index, with the owner's statistics alone, so another owner's content
+  never changes an owner's scores nor what a query reads (no row, once the postings are built).
   Raw scores equal SQLite's wherever both analyzers produce the same tokens. Known differences:
   Snowball English (Porter2) stems instead of Porter, diacritics are removed through NFD rather
   than unicode61's tables, and PostgreSQL keeps at most 256 positions per lexeme (term
   frequency saturates there) and merges positions past 16383. Retrieval min-max normalizes the
-  scores over the candidate pool on both backends. Cost: PostgreSQL reads every matching row's
-  ``tsvector`` (O(the owner's matching documents)), so lexical candidates cost more than in FTS5.
+  scores over the candidate pool on both backends. The writes still keep the owner-keyed GIN
+  index and per-owner statistics of migrations 3 and 8.
 - **Operations log** append-only (a trigger rejects UPDATE, DELETE and TRUNCATE); inserts are
   insert-if-absent and every read re-verifies the payload checksum.
 - ``serialized(key)``: one transaction holding ``pg_advisory_xact_lock`` on the first 8 bytes
