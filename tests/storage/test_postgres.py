@@ -246,7 +246,7 @@ def test_migrations_are_versioned_and_idempotent(
 ) -> None:
     schema = schemas("mig")
     every = [m.version for m in migrations.MIGRATIONS]
-    assert every == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert every == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert migrations.pending(postgres_url, schema=schema) == every
     with pytest.raises(IntegrityError, match="prme db upgrade"):
         PostgresStore(postgres_url, schema=schema, upgrade=False)
@@ -264,6 +264,7 @@ def test_migrations_are_versioned_and_idempotent(
         (6, "saved owner indexes"),
         (7, "per-owner delete sequences"),
         (8, "owner-keyed lexical index"),
+        (9, "lexical search in process"),
     ]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
@@ -320,6 +321,22 @@ def _lexical_statistics(url: str, schema: str) -> dict[str, Any]:
         }
 
 
+def _recomputed_statistics(url: str, schema: str) -> dict[str, Any]:
+    """What migration 3 builds, computed from the memories of a pack at the latest version."""
+    with admin(url) as conn:
+        return {
+            "stats": conn.execute(
+                f"SELECT user_id, COUNT(*), SUM(doc_len) FROM {schema}.memories"
+                " GROUP BY user_id ORDER BY user_id"
+            ).fetchall(),
+            "lexemes": conn.execute(
+                f"SELECT m.user_id, l.lexeme, COUNT(*) FROM {schema}.memories m,"
+                " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) GROUP BY m.user_id, l.lexeme"
+                ' ORDER BY m.user_id, l.lexeme COLLATE "C"'
+            ).fetchall(),
+        }
+
+
 def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
     postgres_url: str, schemas: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -332,7 +349,7 @@ def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
         client.store_many(["Aster tea for Bob", "tea tea tea"], user_id="bob")
         gone = client.store("Aster goes away", user_id="bob")
         client.delete(gone, user_id="bob")
-    expected = _lexical_statistics(postgres_url, current)
+    expected = _recomputed_statistics(postgres_url, current)
     assert [row[0] for row in expected["stats"]] == ["alice", "bob"]
     monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:1])
     assert migrations.upgrade(postgres_url, schema=old) == [1]
@@ -348,8 +365,12 @@ def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
         conn.execute(
             f"INSERT INTO {old}.memories({columns}) SELECT {columns} FROM {current}.memories"
         )
-    assert migrations.upgrade(postgres_url, schema=old) == [2, 3, 4, 5, 6, 7, 8]
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:3])
+    assert migrations.upgrade(postgres_url, schema=old) == [2, 3]
+    monkeypatch.undo()
     assert _lexical_statistics(postgres_url, old) == expected
+    # migration 9 drops them again: lexical search reads the owner's postings in process
+    assert migrations.upgrade(postgres_url, schema=old) == [4, 5, 6, 7, 8, 9]
     with admin(postgres_url) as conn:
         tables = {
             r[0]
@@ -357,8 +378,7 @@ def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
                 "SELECT tablename FROM pg_tables WHERE schemaname = %s", (old,)
             ).fetchall()
         }
-    assert {"owner_lexemes", "owner_lexical_stats"} <= tables
-    assert not {"lexemes", "lexical_stats"} & tables
+    assert not {"owner_lexemes", "owner_lexical_stats", "lexemes", "lexical_stats"} & tables
 
 
 def test_migration_5_computes_the_digest_state_of_an_existing_pack(
@@ -406,7 +426,7 @@ def test_migration_5_computes_the_digest_state_of_an_existing_pack(
                 " created_at, payload, checksum) VALUES (%s, %s, 'alice', NULL, NULL, 1, %s, %s)",
                 (f"{op_type}-1", op_type, payload, sha256_hex(payload)),
             )
-    assert migrations.upgrade(postgres_url, schema=old) == [5, 6, 7, 8]
+    assert migrations.upgrade(postgres_url, schema=old) == [5, 6, 7, 8, 9]
     upgraded = PostgresStore(postgres_url, schema=old)
     try:
         assert upgraded.kept_digest_state() == expected == upgraded.recompute_digest_state()
@@ -431,7 +451,7 @@ def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[st
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(results) == [[], [], [], [1, 2, 3, 4, 5, 6, 7, 8]]
+    assert sorted(results) == [[], [], [], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
 
 
 def test_serialized_holds_an_advisory_lock_per_key(
@@ -678,9 +698,7 @@ def test_registry_lists_every_backend() -> None:
         make_store("postgres", StoreOptions())
 
 
-def test_memory_client_opens_the_configured_backend_by_name(
-    pack_url: str, tmp_path: Path
-) -> None:
+def test_memory_client_opens_the_configured_backend_by_name(pack_url: str, tmp_path: Path) -> None:
     def storage(**fields: Any) -> PRMEConfig:
         return make_config(storage=StorageConfig(**fields))
 

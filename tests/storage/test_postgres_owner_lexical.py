@@ -11,7 +11,6 @@ migration 8 is still kept by the writes."""
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -189,50 +188,6 @@ def test_an_owners_lexical_query_reads_no_rows_once_its_postings_are_built(
         assert len(found) == len(BOB)
 
 
-def owner_lexeme_key(user_id: str, lexeme: str) -> int:
-    """The documented key: 8 bytes of SHA-256(SHA-256(user_id) + lexeme), signed big-endian."""
-    owner = hashlib.sha256(user_id.encode("utf-8")).digest()
-    return int.from_bytes(
-        hashlib.sha256(owner + lexeme.encode("utf-8")).digest()[:8], "big", signed=True
-    )
-
-
-def keys_and_lexemes(url: str, schema: str, node_id: str) -> tuple[str, list[int], list[str]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            f"SELECT user_id, owner_lexeme_keys, tsvector_to_array(tsv) FROM {schema}.memories"
-            " WHERE id = %s",
-            (node_id,),
-        ).fetchone()
-    assert row is not None
-    return str(row[0]), list(row[1]), list(row[2])
-
-
-def test_the_index_keys_follow_the_rows_owner_and_content(
-    postgres_url: str, schemas: Callable[[str], str]
-) -> None:
-    schema = schemas("owner_keys")
-    long_word = "q" * 2040  # a lexeme near PostgreSQL's 2047-byte limit still has its key
-    store = PostgresStore(postgres_url, schema=schema)
-    with client_on(store) as client:
-        (node,) = client.store_many([f"Crème brûlée at Aster {long_word}"], user_id="ålice")
-        user, keys, lexemes = keys_and_lexemes(postgres_url, schema, node)
-        assert long_word in lexemes and "creme" in lexemes
-        assert sorted(keys) == sorted(owner_lexeme_key(user, lexeme) for lexeme in lexemes)
-        assert [r for r, _ in store.lexical_search("ålice", None, [long_word], 5)] != []
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            conn.execute(f"UPDATE {schema}.memories SET user_id = 'carol' WHERE id = %s", (node,))
-            user, moved, same = keys_and_lexemes(postgres_url, schema, node)
-            assert user == "carol" and same == lexemes
-            assert sorted(moved) == sorted(owner_lexeme_key("carol", lexeme) for lexeme in same)
-            assert not set(moved) & set(keys)
-            conn.execute(f"UPDATE {schema}.memories SET content = 'tea' WHERE id = %s", (node,))
-        assert keys_and_lexemes(postgres_url, schema, node)[1:] == (
-            [owner_lexeme_key("carol", "tea")],
-            ["tea"],
-        )
-
-
 def _write(client: MemoryClient) -> None:
     ids = client.store_many(ALICE, user_id="alice")
     client.store_many(BOB[:20], user_id="bob")
@@ -244,7 +199,7 @@ def _state(url: str, schema: str) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         return {
             table: conn.execute(f"SELECT * FROM {schema}.{table} ORDER BY 1").fetchall()
-            for table in ("owner_deletes", "owner_sequences", "owner_lexical_stats")
+            for table in ("owner_deletes", "owner_sequences")
         } | {
             "memories": conn.execute(
                 f"SELECT rowid, id, user_id, content, lifecycle_state, tsv::text, doc_len"
@@ -266,12 +221,13 @@ def _lexical(store: PostgresStore) -> dict[str, list[tuple[str, float]]]:
     }
 
 
-def test_migration_8_indexes_an_existing_packs_memories_by_owner(
+def test_migrations_8_and_9_keep_an_existing_packs_rows_and_searches(
     postgres_url: str, schemas: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A pack written at version 7 (the pack-wide tsv index), upgraded in place: its rows and
-    # sequences unchanged (the rewrite counts as no owner's delete), its searches the same as
-    # a pack written at version 8, and the pack-wide index and its search function gone.
+    # A pack written at version 7 (the pack-wide tsv index, BM25 in SQL), upgraded in place:
+    # its rows and sequences unchanged (the rewrite counts as no owner's delete), its searches
+    # the same as a pack written at the latest version, and what served search in the server
+    # gone (migration 8's owner-keyed index, then, with migration 9, all of it).
     current, old = schemas("lexical_current"), schemas("lexical_old")
     with client_on(PostgresStore(postgres_url, schema=current)) as client:
         _write(client)
@@ -283,8 +239,8 @@ def test_migration_8_indexes_an_existing_packs_memories_by_owner(
         digest = client.pack_digest()
     monkeypatch.undo()
     before = _state(postgres_url, old)
-    assert migrations.pending(postgres_url, schema=old) == [8]
-    assert migrations.upgrade(postgres_url, schema=old) == [8]
+    assert migrations.pending(postgres_url, schema=old) == [8, 9]
+    assert migrations.upgrade(postgres_url, schema=old) == [8, 9]
     assert _state(postgres_url, old) == before
     upgraded = PostgresStore(postgres_url, schema=old, upgrade=False)
     try:
@@ -292,18 +248,17 @@ def test_migration_8_indexes_an_existing_packs_memories_by_owner(
         assert upgraded.kept_digest_state() == upgraded.recompute_digest_state()
         assert _lexical(upgraded) == expected
         assert sum(len(hits) for hits in expected.values()) > 10
-        found, _ = search_cost(upgraded, "alice", ["aster"])
-        assert len(found) == matching(upgraded, "alice", ["aster"])
     finally:
         upgraded.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        indexes = dict(
-            conn.execute(
-                "SELECT c.relname, c.reloptions FROM pg_index i"
-                " JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass",
+        indexes = {
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                " WHERE i.indrelid = %s::regclass",
                 (f"{old}.memories",),
             ).fetchall()
-        )
+        }
         functions = {
             r[0]
             for r in conn.execute(
@@ -312,6 +267,14 @@ def test_migration_8_indexes_an_existing_packs_memories_by_owner(
                 (old,),
             ).fetchall()
         }
-    assert "memories_tsv" not in indexes
-    assert indexes["memories_owner_lexeme_keys"] == ["fastupdate=off"]
-    assert "prme_lexical_hits" not in functions and "prme_owner_lexical_hits" in functions
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (old,)
+            ).fetchall()
+        }
+    assert not {"memories_tsv", "memories_owner_lexeme_keys"} & indexes
+    assert (
+        not {"prme_lexical_hits", "prme_owner_lexical_hits", "prme_owner_lexeme_keys"} & functions
+    )
+    assert not {"owner_lexemes", "owner_lexical_stats"} & tables

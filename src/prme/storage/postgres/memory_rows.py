@@ -149,7 +149,6 @@ class MemoryRows(OwnerIndexCache):
                     conn, "vectors", "rowid, vec", list(zip(rowids, encoded, strict=True)), small
                 )
                 self._bulk(conn, "entities", "user_id, name, memory_rowid", list(links), small)
-                self._count_lexemes(conn, first, last, +1)
                 self._bump(conn, "write_seq")
                 self._bump_owners(conn, {node.user_id for node in nodes})
             self._update_digest(conn, hashes, ())
@@ -177,35 +176,6 @@ class MemoryRows(OwnerIndexCache):
             for row in rows:
                 copy.write_row(row)
 
-    def _count_lexemes(self, conn: Conn, first: int, last: int, sign: int) -> None:
-        """Add (or remove) the documents ``first..last`` to their owners' BM25 statistics."""
-        self._run(
-            conn,
-            "INSERT INTO owner_lexemes(user_id, lexeme, df)"
-            " SELECT m.user_id, l.lexeme, %s * COUNT(*) FROM memories m,"
-            " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) WHERE m.rowid BETWEEN %s AND %s"
-            " GROUP BY m.user_id, l.lexeme ORDER BY m.user_id, l.lexeme"
-            " ON CONFLICT (user_id, lexeme) DO UPDATE SET df = owner_lexemes.df + EXCLUDED.df",
-            (sign, first, last),
-        )
-        self._run(
-            conn,
-            "INSERT INTO owner_lexical_stats(user_id, n_docs, n_tokens)"
-            " SELECT user_id, %s * COUNT(*), %s * COALESCE(SUM(doc_len), 0) FROM memories"
-            " WHERE rowid BETWEEN %s AND %s GROUP BY user_id ORDER BY user_id"
-            " ON CONFLICT (user_id) DO UPDATE SET"
-            " n_docs = owner_lexical_stats.n_docs + EXCLUDED.n_docs,"
-            " n_tokens = owner_lexical_stats.n_tokens + EXCLUDED.n_tokens",
-            (sign, sign, first, last),
-        )
-        if sign < 0:
-            self._run(
-                conn,
-                "DELETE FROM owner_lexemes WHERE df = 0 AND user_id IN"
-                " (SELECT user_id FROM memories WHERE rowid BETWEEN %s AND %s)",
-                (first, last),
-            )
-
     def delete_memory(self, user_id: str, node_id: str) -> bool:
         self._refuse_if_frozen("delete")
         with self.transaction() as conn:
@@ -219,7 +189,6 @@ class MemoryRows(OwnerIndexCache):
                 return False
             rowid = int(row[0])
             self._update_digest(conn, (), row_hashes(conn, "", "m.rowid = %s", (rowid,)))
-            self._count_lexemes(conn, rowid, rowid, -1)
             self._run(conn, "DELETE FROM entities WHERE memory_rowid = %s", (rowid,))
             self._run(conn, "DELETE FROM vectors WHERE rowid = %s", (rowid,))
             self._run(conn, "DELETE FROM memories WHERE rowid = %s", (rowid,))

@@ -25,7 +25,10 @@ from psycopg.conninfo import conninfo_to_dict
 
 from prme.errors import InvalidInputError, StorageUnavailableError
 from prme.storage.base import new_pack_meta
-from prme.storage.postgres.migrations_lexical import owner_lexical_index
+from prme.storage.postgres.migrations_lexical import (
+    lexical_search_in_process,
+    owner_lexical_index,
+)
 
 DEFAULT_SCHEMA = "prme"
 STORE_SCHEMA_VERSION = "1"
@@ -371,6 +374,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "saved owner indexes", _v6),
     Migration(7, "per-owner delete sequences", _v7),
     Migration(8, "owner-keyed lexical index", owner_lexical_index),
+    Migration(9, "lexical search in process", lexical_search_in_process),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -65,3 +65,24 @@ def owner_lexical_index(conn: Conn, s: str, v: str) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+def lexical_search_in_process(conn: Conn, s: str, v: str) -> None:
+    """Migration 9: lexical search runs in process over each owner's own postings, read from
+    the rows' ``tsv`` and kept with the owner index (:mod:`prme.storage.postgres.lexical`), so
+    what served it in the server is dropped, and the writes no longer keep it: the owner-keyed
+    GIN index and its key column and functions (migration 8), and the per-owner BM25 statistics
+    (``owner_lexemes``, ``owner_lexical_stats``, migration 3; the owner index counts the
+    owner's rows and tokens, the postings each lexeme's documents). ``tsv`` and ``doc_len``
+    stay: they are what the postings are read from."""
+    del v
+    statements = [
+        f"DROP FUNCTION {s}.prme_owner_lexical_hits(text, text[])",
+        f"DROP INDEX {s}.memories_owner_lexeme_keys",
+        f"ALTER TABLE {s}.memories DROP COLUMN owner_lexeme_keys",
+        f"DROP FUNCTION {s}.prme_owner_lexeme_keys(text, text[])",
+        f"DROP TABLE {s}.owner_lexemes",
+        f"DROP TABLE {s}.owner_lexical_stats",
+    ]
+    for statement in statements:
+        conn.execute(statement)

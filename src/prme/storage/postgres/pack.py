@@ -17,7 +17,6 @@ from prme.storage import payloads
 from prme.storage.base import RowScan, StorageFinding
 from prme.storage.pack_rows import MEMORY_PINNED, RowKind, insert_rows, select_rows, with_pinned
 from prme.storage.postgres.digest import Conn, vector_le
-from prme.storage.postgres.migrations import lexical_statistics_rebuild
 from prme.storage.postgres.vectors import PgVector
 
 BATCH = 1000  # rows a server-side cursor fetches at a time
@@ -71,10 +70,8 @@ def import_rows(
 
 
 def finish_import(conn: Conn) -> None:
-    """Rebuild the owners' BM25 statistics, move the log's sequence past its rows, and drop
-    any saved owner index (the rows were written directly: they are rebuilt from them)."""
-    for statement in lexical_statistics_rebuild():
-        conn.execute(statement)
+    """Move the log's sequence past its rows, and drop any saved owner index (the rows were
+    written directly: they are rebuilt from them)."""
     conn.execute("DELETE FROM owner_index_parts")
     conn.execute("DELETE FROM owner_indexes")
     conn.execute(
@@ -125,51 +122,26 @@ def scan_rows(conn: Conn, dimension: int | None, limit: int) -> RowScan:
     )
 
 
-def check_lexical_statistics(conn: Conn, limit: int) -> list[StorageFinding]:
-    """The owners' BM25 statistics kept with the writes against those recomputed from the
-    stored memories (the counterpart of FTS5's integrity check)."""
-    found = [
-        StorageFinding(
-            "postgres",
-            str(user_id),
-            f"owner_lexical_stats ({kept_docs} documents, {kept_tokens} tokens) differs from"
-            f" the stored memories ({docs} documents, {tokens} tokens)",
-        )
-        for user_id, kept_docs, kept_tokens, docs, tokens in conn.execute(
-            "SELECT COALESCE(k.user_id, r.user_id), COALESCE(k.n_docs, 0),"
-            " COALESCE(k.n_tokens, 0), COALESCE(r.n_docs, 0), COALESCE(r.n_tokens, 0)"
-            " FROM owner_lexical_stats k FULL JOIN (SELECT user_id, COUNT(*) AS n_docs,"
-            " COALESCE(SUM(doc_len), 0) AS n_tokens FROM memories GROUP BY user_id) r"
-            " ON r.user_id = k.user_id"
-            " WHERE COALESCE(k.n_docs, 0) <> COALESCE(r.n_docs, 0)"
-            " OR COALESCE(k.n_tokens, 0) <> COALESCE(r.n_tokens, 0)"
-            " ORDER BY 1 LIMIT %s",
+def check_lexical_rows(conn: Conn, limit: int) -> list[StorageFinding]:
+    """The memories whose ``tsv`` or ``doc_len`` is not what the insert trigger derives from
+    their content (what the owners' lexical postings are read from; the counterpart of FTS5's
+    integrity check)."""
+    return [
+        StorageFinding("postgres", str(node_id), "lexical row differs from the content")
+        for (node_id,) in conn.execute(
+            "SELECT m.id FROM memories m CROSS JOIN LATERAL (SELECT to_tsvector("
+            "'prme_english'::regconfig, prme_lexical_text(m.content)) AS tsv) d"
+            " WHERE m.tsv <> d.tsv OR m.doc_len <> (SELECT COALESCE(SUM(cardinality("
+            "u.positions)), 0) FROM unnest(d.tsv) AS u) ORDER BY m.rowid LIMIT %s",
             (limit,),
         )
     ]
-    found += [
-        StorageFinding(
-            "postgres",
-            f"{user_id} {lexeme}",
-            f"owner_lexemes document frequency {kept} differs from the stored memories ({df})",
-        )
-        for user_id, lexeme, kept, df in conn.execute(
-            "SELECT COALESCE(k.user_id, r.user_id), COALESCE(k.lexeme, r.lexeme),"
-            " COALESCE(k.df, 0), COALESCE(r.df, 0) FROM owner_lexemes k FULL JOIN"
-            " (SELECT m.user_id, l.lexeme, COUNT(*) AS df FROM memories m,"
-            " unnest(tsvector_to_array(m.tsv)) AS l(lexeme) GROUP BY m.user_id, l.lexeme) r"
-            " ON r.user_id = k.user_id AND r.lexeme = k.lexeme"
-            " WHERE COALESCE(k.df, 0) <> COALESCE(r.df, 0) ORDER BY 1, 2 LIMIT %s",
-            (limit,),
-        )
-    ]
-    return found
 
 
 class PackRows:
     """The whole-pack row and integrity methods of :class:`~prme.storage.postgres.PostgresStore`
     (export, import, ``pack check``): each runs the module function of the same name above (or
-    ``check_lexical_statistics``) inside one transaction."""
+    ``check_lexical_rows``) inside one transaction."""
 
     if TYPE_CHECKING:  # declared for the type checker; PostgresStore defines them
 
@@ -208,7 +180,7 @@ class PackRows:
             return scan_rows(conn, dimension, limit)
 
     def check_storage(self) -> tuple[list[StorageFinding], list[str]]:
-        """The owners' BM25 statistics against the stored memories (PostgreSQL checks its
-        own tables and indexes)."""
+        """Each memory's lexical row (``tsv``, ``doc_len``) against its content (PostgreSQL
+        checks its own tables and indexes)."""
         with self.read_snapshot(), self._connection() as conn:
-            return check_lexical_statistics(conn, 100), []
+            return check_lexical_rows(conn, 100), []
