@@ -23,7 +23,7 @@ from conftest import FakeClock, make_config
 from prme import MemoryClient
 from prme.index.bm25 import BM25_B, BM25_K1, bm25_idf
 from prme.models.enums import Scope
-from prme.storage.postgres import PostgresStore, drop_schema, migrations
+from prme.storage.postgres import PostgresStore, drop_schema, lexical, migrations
 from prme.storage.postgres import store as store_module
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -139,31 +139,45 @@ def reference_search(
     return sorted(scores, key=lambda hit: (-hit[1], hit[0]))[:k]
 
 
+@pytest.mark.parametrize("batch_rows", [7, lexical.BATCH_ROWS])
 def test_lexical_search_is_bm25_over_the_owners_own_rows(
-    postgres_url: str, schemas: Callable[[str], str]
+    postgres_url: str,
+    schemas: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+    batch_rows: int,
 ) -> None:
-    # owners, scopes, a delete, an update, repeated words and terms of several lexemes
+    # owners, scopes, a delete, an update, repeated words and terms of several lexemes; the
+    # postings read in one batch or in many
+    monkeypatch.setattr(lexical, "BATCH_ROWS", batch_rows)
     store = PostgresStore(postgres_url, schema=schemas("owner_bm25"))
     rng = random.Random(3)
     words = ["aster", "friday", "tea", "review", "deploys", "deploying", "e-mail", "Nomad", "x"]
-    with client_on(store) as client:
-        for owner in ("alice", "bob"):
-            texts = [
-                " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(60)
-            ]
-            scopes = ["project", "personal"] * 30
-            ids = client.store_many(
-                [{"content": t, "scope": s} for t, s in zip(texts, scopes, strict=True)],
-                user_id=owner,
-            )
-            client.delete(ids[3], user_id=owner)
-            client.update(ids[5], user_id=owner, content="aster aster tea e-mail review")
+
+    def write(client: MemoryClient, owner: str, count: int) -> list[str]:
+        texts = [
+            " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(count)
+        ]
+        scopes = ["project", "personal"] * (count // 2)
+        memories = [{"content": t, "scope": s} for t, s in zip(texts, scopes, strict=True)]
+        return client.store_many(memories, user_id=owner)
+
+    def searched_as_documented() -> None:
         for owner in ("alice", "bob"):
             for terms in (["aster"], ["deploy", "e-mail"], ["tea", "friday", "nomad"], ["zzz"]):
                 for scopes in (None, ["project"]):
                     scope_values = None if scopes is None else [Scope(s) for s in scopes]
                     found = store.lexical_search(owner, scope_values, terms, 25)
                     assert found == reference_search(store, owner, scopes, terms, 25), terms
+
+    with client_on(store) as client:
+        for owner in ("alice", "bob"):
+            ids = write(client, owner, 40)
+            client.delete(ids[3], user_id=owner)
+            client.update(ids[5], user_id=owner, content="aster aster tea e-mail review")
+        searched_as_documented()
+        for owner in ("alice", "bob"):  # the postings grow with the rows written since
+            write(client, owner, 20)
+        searched_as_documented()
         assert store.lexical_search("alice", None, ["aster"], 500) != []
 
 
