@@ -19,7 +19,6 @@ rows, however many hold them, change neither what it reads nor how long it takes
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,7 +33,6 @@ from prme.storage.fts5_lexical import shared_postings
 Run = Callable[[str, Sequence[Any]], psycopg.Cursor[Any]]
 
 BATCH_ROWS = 32768  # owner rows whose lexemes are read at a time
-_CACHE_LIMIT = 4096  # query terms whose lexemes are kept
 
 _QUERY_LEXEMES = (
     "SELECT t.ord, l.lexeme FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)"
@@ -56,31 +54,11 @@ _ROW_LEXEMES = (
 )
 
 
-class QueryLexemes:
-    """Each query term's lexemes, as the pack's text search configuration gives them (asked
-    of the server once per term, then kept)."""
-
-    def __init__(self) -> None:
-        self._known: dict[str, tuple[str, ...]] = {}
-        self._lock = threading.Lock()
-
-    def phrases(self, run: Run, terms: Sequence[str]) -> list[tuple[str, ...]]:
-        """One single-lexeme phrase per (term, lexeme), in term order, then byte order."""
-        with self._lock:
-            missing = [t for t in dict.fromkeys(terms) if t not in self._known]
-        if missing:
-            found: dict[str, list[str]] = {t: [] for t in missing}
-            for ord_, lexeme in run(_QUERY_LEXEMES, (missing,)).fetchall():
-                found[missing[int(ord_) - 1]].append(str(lexeme))
-            with self._lock:
-                if len(self._known) + len(found) > _CACHE_LIMIT:
-                    self._known.clear()
-                self._known.update((t, tuple(lexemes)) for t, lexemes in found.items())
-                known = {t: self._known[t] for t in terms}
-        else:
-            with self._lock:
-                known = {t: self._known[t] for t in terms}
-        return [(lexeme,) for term in terms for lexeme in known[term]]
+def query_phrases(run: Run, terms: Sequence[str]) -> list[tuple[str, ...]]:
+    """One single-lexeme phrase per (term, lexeme), in term order, then byte order: the terms
+    as the pack's text search configuration analyses them, asked of the server each time (a
+    cache shared by the store's owners would let one owner time another's recent queries)."""
+    return [(str(lexeme),) for _, lexeme in run(_QUERY_LEXEMES, (list(terms),)).fetchall()]
 
 
 def owner_postings(run: Run, index: OwnerIndex, user_id: str) -> OwnerPostings:

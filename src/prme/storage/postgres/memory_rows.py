@@ -430,13 +430,6 @@ class MemoryRows(OwnerIndexCache):
             def run(sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
                 return self._run(conn, sql, params)
 
-            phrases = self._query_lexemes().phrases(run, terms)
+            phrases = lexical.query_phrases(run, terms)
             postings = lexical.owner_postings(run, index, user_id)
             return postings_bm25(postings, index, index.scope_mask(scopes), phrases, k)
-
-    def _query_lexemes(self) -> lexical.QueryLexemes:
-        """The store's cache of query terms' lexemes (made on first use)."""
-        found: lexical.QueryLexemes = self.__dict__.setdefault(
-            "_lexemes_of_terms", lexical.QueryLexemes()
-        )
-        return found
