@@ -96,6 +96,21 @@ def test_pinned_channel_is_capped() -> None:
     assert hits.pinned_pos.tolist() == list(range(PINNED_LIMIT))
 
 
+@pytest.mark.parametrize("scope_every", [1, 2, 7, 50])
+def test_pinned_channel_takes_the_first_pinned_rows_in_scope(scope_every: int) -> None:
+    # pinned rows spread over many blocks, and scopes that keep few of them: the channel is
+    # the first PINNED_LIMIT pinned rows in scope, in position order
+    rows = [
+        memory(pinned=i % 3 == 0, scope="personal" if i % scope_every == 0 else "project")
+        for i in range(3 * PINNED_LIMIT * 7)
+    ]
+    ix = build_index(rows)
+    in_scope = ix.scope_mask([Scope.PERSONAL])
+    hits = channel_hits(ix, in_scope, scan(ix, QUERY, in_scope, 3), [], [], 3, 100)
+    pinned = np.array([i % 3 == 0 for i in range(len(rows))])
+    assert hits.pinned_pos.tolist() == np.flatnonzero(pinned & in_scope)[:PINNED_LIMIT].tolist()
+
+
 def test_cross_scope_hints_are_positive_filtered_and_capped() -> None:
     rows = [memory(vector=(1, 0, 0, 0))]  # in scope
     rows += [memory(scope="project", vector=(1.0 - i / 10, 0.1, 0, 0)) for i in range(8)]

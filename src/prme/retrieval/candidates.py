@@ -76,11 +76,36 @@ def channel_hits(
     lex_pos, lex_found = ix.positions_of([r for r, _ in lexical])
     lex_raw = np.array([s for _, s in lexical], dtype=np.float64)[lex_found]
     graph = ix.graph_search(entity_names, in_scope, graph_max_hops, graph_max_candidates)
-    pinned = np.flatnonzero(ix.pinned_mask() & in_scope)[:PINNED_LIMIT]
+    pinned = _first_in_scope(_pinned_positions(ix), in_scope, PINNED_LIMIT)
     cosines, vec_pos, vec_cos = vector() if callable(vector) else vector
     graph_pos = np.fromiter(graph, np.int64, len(graph))
     vec_pos, vec_cos = ix.widened(cosines, (vec_pos, vec_cos), [lex_pos, graph_pos], in_scope)
     return ChannelHits(cosines, vec_pos, vec_cos, lex_pos, lex_raw, graph, pinned)
+
+
+def _pinned_positions(ix: OwnerIndex) -> Positions:
+    """The owner's pinned positions, ascending (computed once per index size)."""
+    found: Positions = ix.derived("pinned_positions", lambda: np.flatnonzero(ix.pinned_mask()))
+    return found
+
+
+def _first_in_scope(positions: Positions, in_scope: BoolArray, limit: int) -> Positions:
+    """The first ``limit`` of ``positions`` (ascending) that are in scope: what
+    ``np.flatnonzero(mask & in_scope)[:limit]`` gives for the mask of ``positions``, read a
+    block at a time, so a query reads a few blocks of them, not the owner's every row."""
+    step = max(limit, 1024)
+    found: list[Positions] = []
+    have = 0
+    for start in range(0, len(positions), step):
+        block = positions[start : start + step]
+        kept = block[in_scope[block]]
+        found.append(kept)
+        have += len(kept)
+        if have >= limit:
+            break
+    if not found:
+        return np.zeros(0, np.int64)
+    return np.concatenate(found)[:limit].astype(np.int64)
 
 
 def _lookup(
