@@ -283,17 +283,22 @@ class OwnerIndex:
         """A view with a fixed size: later appends never change what it shows."""
         return replace(self)
 
-    def _all_positions(self) -> npt.NDArray[np.bool_]:
-        mask = np.ones(self.size, dtype=np.bool_)
-        mask.flags.writeable = False
+    def scope_mask(self, scopes: Sequence[Scope] | None) -> npt.NDArray[np.bool_]:
+        """Which positions are in ``scopes`` (None: every one): read-only, one per scope set
+        and size (a query does not pay for the owner's size to find its scopes again)."""
+        codes = None if scopes is None else sorted({SCOPES.index(s.value) for s in scopes})
+        mask: npt.NDArray[np.bool_] = self.derived(
+            f"scope_mask {codes}", lambda: self._scope_mask(codes)
+        )
         return mask
 
-    def scope_mask(self, scopes: Sequence[Scope] | None) -> npt.NDArray[np.bool_]:
-        if scopes is None:  # every position (read-only, shared per size)
-            everything: npt.NDArray[np.bool_] = self.derived("all_positions", self._all_positions)
-            return everything
-        codes = np.array(sorted({SCOPES.index(s.value) for s in scopes}), dtype=np.int8)
-        return np.isin(self.col("scope"), codes)
+    def _scope_mask(self, codes: list[int] | None) -> npt.NDArray[np.bool_]:
+        if codes is None:
+            mask = np.ones(self.size, dtype=np.bool_)
+        else:
+            mask = np.isin(self.col("scope"), np.array(codes, dtype=np.int8))
+        mask.flags.writeable = False
+        return mask
 
     def vector_search(
         self, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
