@@ -277,7 +277,30 @@ def owner_bm25(
     score descending then rowid, with FTS5's BM25 over the owner's memories (``index``)."""
     if index.size == 0 or k <= 0:
         return []
-    found = owner_postings(conn, index).lookup([t for tokens in phrases for t in tokens])
+    postings = owner_postings(conn, index)
+    positions, scores = ranked(
+        postings, index.col("doc_len"), index.doc_len_total(), in_scope, phrases, k
+    )
+    rowids = index.col("rowid")[positions]
+    return list(zip(rowids.tolist(), scores.tolist(), strict=True))
+
+
+def ranked(
+    postings: OwnerPostings,
+    doc_len: npt.NDArray[Any],
+    doc_len_total: int,
+    in_scope: npt.NDArray[np.bool_],
+    phrases: Sequence[tuple[str, ...]],
+    k: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The ``k`` best in-scope positions of ``postings`` for the OR of ``phrases`` and their
+    BM25 scores, by score descending then position (``doc_len``: each position's token count,
+    ``doc_len_total``: their sum)."""
+    nothing = np.zeros(0, np.int64), np.zeros(0, np.float64)
+    n_docs = postings.size
+    if n_docs == 0 or k <= 0:
+        return nothing
+    found = postings.lookup([t for tokens in phrases for t in tokens])
     cache: dict[str, Postings] = {}
     per_phrase: list[Postings] = []
     for tokens in phrases:
@@ -291,19 +314,16 @@ def owner_bm25(
             per_phrase.append(_phrase_frequencies(found, tokens))
     matched = [positions for positions, _ in per_phrase if positions.size]
     if not matched:
-        return []
-    pool = _pool(matched, in_scope, index.size)
+        return nothing
+    pool = _pool(matched, in_scope, n_docs)
     if pool.size == 0:
-        return []
-    doc_len = index.col("doc_len")
-    n_docs = index.size
-    avgdl = float(index.doc_len_total()) / float(n_docs)
+        return nothing
+    avgdl = float(doc_len_total) / float(n_docs)
     idfs = [bm25_idf(n_docs, int(positions.size)) for positions, _ in per_phrase]
     frequencies = _aligned(pool, per_phrase, n_docs)
     scores = bm25_scores(idfs, frequencies, doc_len[pool].astype(np.float64), avgdl)
     order = _best(scores, k)
-    rowids = index.col("rowid")[pool[order]]
-    return list(zip(rowids.tolist(), scores[order].tolist(), strict=True))
+    return pool[order], scores[order]
 
 
 def _pool(
