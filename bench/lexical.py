@@ -39,6 +39,8 @@ from prme.storage.fts5_lexical import DocumentTokenizer, QueryTokenizer
 
 TOKENIZE = "unicode61"
 BATCH = 32768
+TOTAL = [0]  # the token total of the loaded corpus
+SHORTEST = [0]  # its shortest document
 
 
 def build(size: int) -> tuple[OwnerPostings, npt.NDArray[np.int64]]:
@@ -60,7 +62,11 @@ def cached(size: int, directory: Path) -> tuple[OwnerPostings, npt.NDArray[np.in
     meta = base / "meta.json"
     if meta.exists():
         bounds = json.loads(meta.read_text())
-        arrays = {name: np.load(base / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
+        arrays = {
+            name: np.load(base / f"{name}.npy", mmap_mode="r")
+            for name in ARRAYS
+            if (base / f"{name}.npy").exists()  # (saved before the document postings)
+        }
         arrays = {name: np.asarray(a) for name, a in arrays.items()}
         assert arrays["offsets"].dtype in OFFSET_DTYPES
         postings = OwnerPostings.from_arrays(size, bounds, arrays)
@@ -82,7 +88,7 @@ def search(
     phrases: list[tuple[str, ...]],
     k: int,
 ) -> Any:
-    return fts5_lexical.ranked(postings, doc_len, int(doc_len.sum()), in_scope, phrases, k)
+    return fts5_lexical.ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k, SHORTEST[0])
 
 
 def main() -> None:
@@ -95,6 +101,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     postings, doc_len = cached(args.size, args.cache)
+    TOTAL[0] = int(doc_len.sum())
+    SHORTEST[0] = int(doc_len.min())
     in_scope = np.ones(args.size, dtype=np.bool_)
     tokenizer = QueryTokenizer(TOKENIZE)
     asked = [tokenizer.tokens(analyze_query(q).terms) for q in queries(args.queries)]

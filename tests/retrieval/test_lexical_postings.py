@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from prme import MemoryClient
-from prme.index import index_file
+from prme.index import bm25_topk, index_file
 from prme.index.bm25 import bm25_idf, bm25_scores
 from prme.models.enums import Scope
 from prme.retrieval.query import analyze_query
@@ -123,18 +123,24 @@ def _compare(store: Any, owners: list[str], rng: random.Random) -> int:
 
 @pytest.mark.sqlite_only  # the pack's FTS5 index is the reference
 @pytest.mark.parametrize(
-    ("seed", "dense"),
-    [(1, fts5_lexical.DENSE), (2, 0), (3, 10**9)],  # pools sorted or marked as their size says,
-    ids=["by-size", "sorted", "marked"],  # always sorted, always marked in owner-sized arrays
+    ("seed", "pruned", "search"),
+    [
+        (1, bm25_topk.MAX_PRUNED_PHRASES, bm25_topk.PLACE_BY_SEARCH),
+        (2, 0, 0),  # every match scored; counts always found by binary search
+        (3, 10, 10**9),  # pruned up to 10 phrases; counts always placed through a map
+    ],
+    ids=["defaults", "unpruned-searched", "pruned-mapped"],
 )
 def test_owner_postings_give_the_pack_postings_hits(
     make_client: ClientFactory,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     seed: int,
-    dense: int,
+    pruned: int,
+    search: int,
 ) -> None:
-    monkeypatch.setattr(fts5_lexical, "DENSE", dense)
+    monkeypatch.setattr(bm25_topk, "MAX_PRUNED_PHRASES", pruned)
+    monkeypatch.setattr(bm25_topk, "PLACE_BY_SEARCH", search)
     rng = random.Random(seed)
     client = make_client(tmp_path / f"pack-{seed}")
     owners = ["big", *(f"owner-{i}" for i in range(4))]
