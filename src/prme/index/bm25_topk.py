@@ -37,12 +37,13 @@ Ranked = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
 _local = threading.local()
 
 
-def _scratch(size: int) -> npt.NDArray[np.int32]:
-    """This thread's array of at least ``size`` zeros (callers leave it zeroed)."""
-    found: npt.NDArray[np.int32] | None = getattr(_local, "scratch", None)
+def _scratch(name: str, size: int, dtype: type[np.integer[Any]]) -> npt.NDArray[Any]:
+    """This thread's array ``name`` of at least ``size`` zeros (callers leave it zeroed)."""
+    found: npt.NDArray[Any] | None = getattr(_local, name, None)
     if found is None or len(found) < size:
         grown = max(size, 2 * len(found) if found is not None else 0)
-        found = _local.scratch = np.zeros(grown, dtype=np.int32)
+        found = np.zeros(grown, dtype=dtype)
+        setattr(_local, name, found)
     return found
 
 
@@ -74,48 +75,70 @@ def top_k(
         pool = pool[in_scope[pool]]
         scores = exact_scores(pool, per_phrase, idfs, doc_len, avgdl)
     else:
-        bounds = phrase_set_bounds(per_phrase, idfs, avgdl, shortest)
-        pool, scores = _pruned(per_phrase, idfs, bounds, doc_len, avgdl, in_scope, k)
+        pool, scores = _pruned(per_phrase, idfs, shortest, doc_len, avgdl, in_scope, k)
     order = best(scores, k)
     return pool[order], scores[order]
 
 
+def largest_counts(per_phrase: Sequence[PhraseDocuments]) -> list[float]:
+    """Each phrase's largest instance count in a document (0.0 for a phrase matching none)."""
+    return [float(freqs.max()) if len(docs) else 0.0 for docs, freqs in per_phrase]
+
+
 def phrase_set_bounds(
-    per_phrase: Sequence[PhraseDocuments], idfs: Sequence[float], avgdl: float, shortest: int
+    most: Sequence[float], idfs: Sequence[float], avgdl: float, shortest: int
 ) -> npt.NDArray[np.float64]:
     """The bound of a document's score for each set of phrases it matches (entry ``s``: the
-    phrases whose bits ``s`` sets), summed in query order with 0.0 for the others."""
-    norm = bm25_norms(np.asarray([shortest], dtype=np.float64), avgdl)
-    sets = np.arange(1 << len(per_phrase), dtype=np.int64)
-    table = np.zeros(len(sets), dtype=np.float64)
-    for j, ((docs, freqs), idf) in enumerate(zip(per_phrase, idfs, strict=True)):
-        if len(docs):
-            most = np.asarray([freqs.max()], dtype=np.float64)
-            bound = float(bm25_contributions(idf, most, norm)[0]) * BOUND_SLACK
-            table += np.where(sets & (1 << j), bound, 0.0)
-    return table
+    phrases whose bits ``s`` sets), for any document length: :func:`document_bounds` of the
+    shortest."""
+    sets = np.arange(1 << len(most), dtype=np.int64)
+    return document_bounds(sets, np.full(len(sets), shortest, np.float64), most, idfs, avgdl)
+
+
+def document_bounds(
+    sets: npt.NDArray[Any],
+    doc_len: npt.NDArray[np.float64],
+    most: Sequence[float],
+    idfs: Sequence[float],
+    avgdl: float,
+) -> npt.NDArray[np.float64]:
+    """The bound of the score of documents of these lengths matching these sets of phrases:
+    each matched phrase's term for its largest count, summed in query order with 0.0 for the
+    others (as the score is summed), raised by ``BOUND_SLACK``."""
+    norm = bm25_norms(doc_len, avgdl)
+    bound = np.zeros(len(sets), dtype=np.float64)
+    for j, (largest, idf) in enumerate(zip(most, idfs, strict=True)):
+        if largest:
+            term = bm25_contributions(idf, np.asarray(largest, dtype=np.float64), norm)
+            bound += np.where(sets & (1 << j), term, 0.0)
+    bounded: npt.NDArray[np.float64] = bound * BOUND_SLACK
+    return bounded
 
 
 def _marked(
     per_phrase: Sequence[PhraseDocuments], in_scope: npt.NDArray[np.bool_]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any]]:
     """Every in-scope matching document once (in no particular order) and the set of
     phrases it matches (a bit per phrase)."""
-    marks = _scratch(len(in_scope))
-    documents: list[npt.NDArray[Any]] = []
-    sets: list[npt.NDArray[np.int32]] = []
+    dtype = np.uint8 if len(per_phrase) <= 8 else np.uint16
+    marks = _scratch(f"marks_{np.dtype(dtype).name}", len(in_scope), dtype)
+    indexes = [docs.astype(np.intp, copy=False) for docs, _ in per_phrase]
+    documents: list[npt.NDArray[np.intp]] = []
+    sets: list[npt.NDArray[Any]] = []
     try:
-        for j, (docs, _) in enumerate(per_phrase):
-            marks[docs] |= np.int32(1 << j)
-        for j, (docs, _) in enumerate(per_phrase):
+        for j, docs in enumerate(indexes):
+            marks[docs] |= dtype(1 << j)
+        for j, docs in enumerate(indexes):
             found = marks[docs]
-            first = (found & np.int32((1 << j) - 1)) == 0  # not marked by an earlier phrase
-            documents.append(docs[first])
-            sets.append(found[first])
+            if j:
+                first = (found & dtype((1 << j) - 1)) == 0  # not marked by an earlier phrase
+                docs, found = docs[first], found[first]
+            documents.append(docs)
+            sets.append(found)
     finally:
-        for docs, _ in per_phrase:
+        for docs in documents or indexes:
             marks[docs] = 0
-    matched = np.concatenate(documents).astype(np.int64)
+    matched = np.concatenate(documents)
     held = np.concatenate(sets)
     keep = in_scope[matched]
     return matched[keep], held[keep]
@@ -124,7 +147,7 @@ def _marked(
 def _pruned(
     per_phrase: Sequence[PhraseDocuments],
     idfs: Sequence[float],
-    table: npt.NDArray[np.float64],
+    shortest: int,
     doc_len: npt.NDArray[Any],
     avgdl: float,
     in_scope: npt.NDArray[np.bool_],
@@ -136,20 +159,29 @@ def _pruned(
     if matched.size <= k:
         pool = np.sort(matched)
         return pool, exact_scores(pool, per_phrase, idfs, doc_len, avgdl)
+    most = largest_counts(per_phrase)
+    table = phrase_set_bounds(most, idfs, avgdl, shortest)
     bounds = table[sets]
-    # the highest bound level with at least k documents bounded by it or more
+
+    def bounded(at: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+        lengths = doc_len[matched[at]].astype(np.float64)
+        return document_bounds(sets[at], lengths, most, idfs, avgdl)
+
+    # the highest set bound with at least k documents bounded by it or more: the k of those
+    # with the highest bounds of their own give θ
     levels = np.argsort(-table, kind="stable")
     reached = np.cumsum(np.bincount(sets, minlength=len(table))[levels])
     level = table[levels[int(np.searchsorted(reached, k))]]
-    seeded = np.flatnonzero(bounds >= level)
-    seeded = seeded[np.argsort(matched[seeded], kind="stable")]
-    seed = matched[seeded]
-    seed_scores = exact_scores(seed, per_phrase, idfs, doc_len, avgdl)
-    theta = np.partition(seed_scores, seed.size - k)[seed.size - k]
-    if theta >= level:  # every document bounded by θ is in the seed
-        keep = bounds[seeded] >= theta
-        return seed[keep], seed_scores[keep]
-    pool = np.sort(matched[bounds >= theta])
+    near = np.flatnonzero(bounds >= level)
+    near_bounds = bounded(near)
+    seed = np.sort(matched[near[np.argpartition(-near_bounds, k - 1)[:k]]])
+    theta = exact_scores(seed, per_phrase, idfs, doc_len, avgdl).min()
+    if theta >= level:  # every document bounded by θ is near
+        found = near[near_bounds >= theta]
+    else:
+        wide = np.flatnonzero(bounds >= theta)
+        found = wide[bounded(wide) >= theta]
+    pool = np.sort(matched[found])
     return pool, exact_scores(pool, per_phrase, idfs, doc_len, avgdl)
 
 
@@ -167,7 +199,9 @@ def exact_scores(
     frequencies = []
     for docs, freqs in per_phrase:
         counts = np.zeros(pool.size, dtype=np.float64)
-        if len(docs) and pool.size:
+        if len(docs) == pool.size and np.array_equal(docs, pool):  # the phrase's documents
+            counts[:] = freqs
+        elif len(docs) and pool.size:
             if len(docs) > PLACE_BY_SEARCH * pool.size:
                 at = np.searchsorted(docs, pool)
                 inside = at < len(docs)
@@ -187,7 +221,7 @@ def _place(
     freqs: npt.NDArray[Any],
 ) -> None:
     """``counts[i] = freqs[j]`` where ``pool[i] == docs[j]``, through the scratch array."""
-    places = _scratch(int(max(pool[-1], docs[-1])) + 1)
+    places = _scratch("places", int(max(pool[-1], docs[-1])) + 1, np.int32)
     try:
         places[pool] = np.arange(1, pool.size + 1, dtype=np.int32)
         at = places[docs]
