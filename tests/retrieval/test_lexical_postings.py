@@ -6,6 +6,7 @@ so a reopened pack does not tokenize its rows again."""
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from collections import Counter
@@ -18,6 +19,7 @@ import pytest
 
 from prme import MemoryClient
 from prme.index import bm25_topk, index_file
+from prme.index import postings as postings_
 from prme.index.bm25 import bm25_idf, bm25_scores
 from prme.models.enums import Scope
 from prme.retrieval.query import analyze_query
@@ -302,3 +304,35 @@ def test_a_snapshot_reads_only_its_own_rows(make_client: ClientFactory) -> None:
     with store.read_snapshot():  # the shared postings now cover rows the snapshot lacks
         again = fts5_lexical.owner_bm25(store.conn, old, old.scope_mask(None), terms, 500)
     assert again == before
+
+
+@pytest.mark.sqlite_only  # the SQLite pack's saved index
+def test_postings_saved_before_document_postings_still_load(
+    make_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Postings saved without document postings (the format before them: four numbers per
+    segment, no ``lexical.docs``/``freqs``/``doc_offsets``) are loaded, the document postings
+    derived from the instances: the same hits, and no row tokenized again."""
+    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)
+    rng = random.Random(15)
+    path = tmp_path / "pack"
+    client = make_client(path)
+    for _ in range(3):  # a few segments
+        client.store_many(_generated(rng, 250), user_id="alice")
+    queries = [(s, q, 40) for s in SCOPES for q in _queries(rng, 6)]
+    before = [client.engine.store.lexical_search("alice", *q) for q in queries]
+    client.close()
+    directory = index_file.owner_directory(path / indexes.INDEX_DIR, "alice")
+    meta = json.loads((directory / index_file.LEXICAL).read_text("utf-8"))
+    assert all(len(bounds) == 5 for bounds in meta["segments"])
+    meta["segments"] = [bounds[:4] for bounds in meta["segments"]]
+    (directory / index_file.LEXICAL).write_text(json.dumps(meta), "utf-8")
+    for name in postings_.DOCUMENT_ARRAYS:
+        (directory / f"lexical.{name}.npy").unlink()
+
+    tokenized = _tokenized_rows(monkeypatch)
+    client = make_client(path)
+    store: Any = client.engine.store
+    assert [store.lexical_search("alice", *q) for q in queries] == before
+    assert tokenized == []
+    assert _compare(store, ["alice"], rng) > 0

@@ -176,11 +176,9 @@ def _pruned(
     near_bounds = bounded(near)
     seed = np.sort(matched[near[np.argpartition(-near_bounds, k - 1)[:k]]])
     theta = exact_scores(seed, per_phrase, idfs, doc_len, avgdl).min()
-    if theta >= level:  # every document bounded by θ is near
-        found = near[near_bounds >= theta]
-    else:
-        wide = np.flatnonzero(bounds >= theta)
-        found = wide[bounded(wide) >= theta]
+    # the documents bounded by θ or more, by their set and by their own bound
+    more = np.flatnonzero((bounds >= theta) & (bounds < level))
+    found = np.concatenate((near[near_bounds >= theta], more[bounded(more) >= theta]))
     pool = np.sort(matched[found])
     return pool, exact_scores(pool, per_phrase, idfs, doc_len, avgdl)
 
