@@ -28,7 +28,7 @@ from prme.index.bm25 import bm25_contributions, bm25_idf, bm25_norms, bm25_score
 
 MAX_PRUNED_PHRASES = 10  # the bounds of every set of phrases: a table of 2**10 entries
 BOUND_SLACK = 1.0 + 1e-9  # each bound raised a little more (bounds need only be bounds)
-PLACE_BY_SEARCH = 16  # a phrase of 16 times the pool's size is searched, not mapped
+PLACE_BY_SEARCH = 4  # a phrase of 4 times the pool's size is searched, not mapped
 
 # A phrase's documents (positions, ascending) and its instance count in each.
 PhraseDocuments = tuple[npt.NDArray[Any], npt.NDArray[Any]]
@@ -218,15 +218,15 @@ def _place(
     docs: npt.NDArray[Any],
     freqs: npt.NDArray[Any],
 ) -> None:
-    """``counts[i] = freqs[j]`` where ``pool[i] == docs[j]``, through the scratch array."""
+    """``counts[i] = freqs[j]`` where ``pool[i] == docs[j]`` (0 where no ``docs[j]`` is),
+    through the scratch array: the counts written at their documents, read at the pool's."""
     places = _scratch("places", int(max(pool[-1], docs[-1])) + 1, np.int32)
+    at = docs.astype(np.intp, copy=False)
     try:
-        places[pool] = np.arange(1, pool.size + 1, dtype=np.int32)
-        at = places[docs]
-        hit = at > 0
-        counts[at[hit] - 1] = freqs[hit]
+        places[at] = freqs  # (every count is positive)
+        counts[:] = places[pool]
     finally:
-        places[pool] = 0
+        places[at] = 0
 
 
 def best(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
