@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
 import cProfile
+import inspect
 import json
 import pstats
 import statistics
@@ -88,6 +89,8 @@ def search(
     phrases: list[tuple[str, ...]],
     k: int,
 ) -> Any:
+    if "shortest" not in inspect.signature(fts5_lexical.ranked).parameters:  # (earlier code)
+        return fts5_lexical.ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k)
     return fts5_lexical.ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k, SHORTEST[0])
 
 

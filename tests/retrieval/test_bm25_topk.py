@@ -6,8 +6,10 @@ pruning off, or counts placed either way, too."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -94,12 +96,28 @@ def found(
 
 rows = st.lists(st.lists(st.sampled_from(WORDS), max_size=9), min_size=1, max_size=120)
 phrase = st.lists(st.sampled_from([*WORDS, "absent"]), min_size=0, max_size=3).map(tuple)
+KNOBS = ("MAX_PRUNED_PHRASES", "PLACE_BY_SEARCH", "SCORE_ALL")
+DEFAULTS = tuple(getattr(bm25_topk, name) for name in KNOBS)
 MODES = [
-    (bm25_topk.MAX_PRUNED_PHRASES, bm25_topk.PLACE_BY_SEARCH),
-    (0, bm25_topk.PLACE_BY_SEARCH),  # every match scored
-    (10, 0),  # counts always found by binary search
-    (10, 10**9),  # counts always placed through the map
+    DEFAULTS,  # (generated owners are small: every match scored)
+    (10, bm25_topk.PLACE_BY_SEARCH, 0),  # pruned however few match
+    (0, bm25_topk.PLACE_BY_SEARCH, 0),  # every match scored: too many phrases to prune
+    (10, 0, 0),  # pruned; counts always found by binary search
+    (10, 10**9, 0),  # pruned; counts always placed through the map
 ]
+
+
+@contextmanager
+def knobs(values: tuple[int, ...]) -> Iterator[None]:
+    """bm25_topk's thresholds set to ``values`` (:data:`KNOBS`) for a while."""
+    saved = tuple(getattr(bm25_topk, name) for name in KNOBS)
+    for name, value in zip(KNOBS, values, strict=True):
+        setattr(bm25_topk, name, value)
+    try:
+        yield
+    finally:
+        for name, value in zip(KNOBS, saved, strict=True):
+            setattr(bm25_topk, name, value)
 
 
 @settings(max_examples=300, deadline=None)
@@ -120,7 +138,7 @@ def test_top_k_is_scoring_every_match(
     scope_seed: int,
     scoped: bool,
     batches: int,
-    mode: tuple[int, int],
+    mode: tuple[int, ...],
     give_shortest: bool,
 ) -> None:
     rng = np.random.default_rng(scope_seed)
@@ -129,9 +147,7 @@ def test_top_k_is_scoring_every_match(
     sizes = [min(step, len(docs) - s) for s in range(0, len(docs), step)]
     postings = built(docs, sizes)
     shortest = min(len(d) for d in docs) if give_shortest else None
-    saved = bm25_topk.MAX_PRUNED_PHRASES, bm25_topk.PLACE_BY_SEARCH
-    bm25_topk.MAX_PRUNED_PHRASES, bm25_topk.PLACE_BY_SEARCH = mode
-    try:
+    with knobs(mode):
         assert found(postings, docs, in_scope, phrases, k, shortest) == reference(
             docs, in_scope, phrases, k
         )
@@ -140,8 +156,6 @@ def test_top_k_is_scoring_every_match(
         assert found(postings.upto(size), docs[:size], in_scope[:size], phrases, k, None) == (
             reference(docs[:size], in_scope[:size], phrases, k)
         )
-    finally:
-        bm25_topk.MAX_PRUNED_PHRASES, bm25_topk.PLACE_BY_SEARCH = saved
 
 
 def test_ties_at_the_kth_score_are_broken_by_position() -> None:
@@ -149,9 +163,13 @@ def test_ties_at_the_kth_score_are_broken_by_position() -> None:
     docs = [["a", "b", "c"]] * 300 + [["a", "a", "b"]] * 3 + [["c"]] * 50
     postings = built(docs, [100, 150, 53, 50])
     everything = np.ones(len(docs), np.bool_)
-    for k in (1, 3, 4, 10, 299, 303, 500):
-        for phrases in ([("a",)], [("a",), ("b",)], [("a", "b"), ("c",)], [("a",), ("a",)]):
-            want = reference(docs, everything, phrases, k)
+    for k, mode, phrases in itertools.product(
+        (1, 3, 4, 10, 299, 303, 500),
+        MODES,
+        ([("a",)], [("a",), ("b",)], [("a", "b"), ("c",)], [("a",), ("a",)]),
+    ):
+        want = reference(docs, everything, phrases, k)
+        with knobs(mode):
             assert found(postings, docs, everything, phrases, k, None) == want
             assert len(want[0]) == min(k, 353 if ("c",) in phrases else 303)
 
@@ -174,9 +192,10 @@ def test_a_larger_owner_with_common_and_rare_tokens() -> None:
             for _ in range(count)
         ]
         scope = in_scope if trial % 2 else np.ones(len(docs), np.bool_)
-        for k in (1, 10, 500):
-            want = reference(docs, scope, phrases, k)
-            assert found(postings, docs, scope, phrases, k, None) == want, (phrases, k)
+        for k, mode in itertools.product((1, 10, 500), MODES):
+            with knobs(mode):
+                got = found(postings, docs, scope, phrases, k, None)
+            assert got == reference(docs, scope, phrases, k), (phrases, k, mode)
 
 
 def test_scoring_any_pool_is_the_reference_arithmetic() -> None:
@@ -196,10 +215,6 @@ def test_scoring_any_pool_is_the_reference_arithmetic() -> None:
         frequencies.append(np.asarray([counts.get(d, 0) for d in pool.tolist()], np.float64))
     want = bm25_scores(idfs, frequencies, doc_len[pool].astype(np.float64), 15.5)
     for search in (0, 16, 10**9):
-        saved = bm25_topk.PLACE_BY_SEARCH
-        bm25_topk.PLACE_BY_SEARCH = search
-        try:
+        with knobs((10, search, 0)):
             got = bm25_topk.exact_scores(pool, per_phrase, idfs, doc_len, 15.5)
-        finally:
-            bm25_topk.PLACE_BY_SEARCH = saved
         assert got.tobytes() == want.tobytes()

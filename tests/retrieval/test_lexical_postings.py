@@ -125,11 +125,11 @@ def _compare(store: Any, owners: list[str], rng: random.Random) -> int:
 
 @pytest.mark.sqlite_only  # the pack's FTS5 index is the reference
 @pytest.mark.parametrize(
-    ("seed", "pruned", "search"),
+    ("seed", "pruned", "search", "score_all"),
     [
-        (1, bm25_topk.MAX_PRUNED_PHRASES, bm25_topk.PLACE_BY_SEARCH),
-        (2, 0, 0),  # every match scored; counts always found by binary search
-        (3, 10, 10**9),  # pruned up to 10 phrases; counts always placed through a map
+        (1, bm25_topk.MAX_PRUNED_PHRASES, bm25_topk.PLACE_BY_SEARCH, bm25_topk.SCORE_ALL),
+        (2, 0, 0, 0),  # every match scored; counts always found by binary search
+        (3, 10, 10**9, 0),  # pruned up to 10 phrases; counts always placed through a map
     ],
     ids=["defaults", "unpruned-searched", "pruned-mapped"],
 )
@@ -140,9 +140,11 @@ def test_owner_postings_give_the_pack_postings_hits(
     seed: int,
     pruned: int,
     search: int,
+    score_all: int,
 ) -> None:
     monkeypatch.setattr(bm25_topk, "MAX_PRUNED_PHRASES", pruned)
     monkeypatch.setattr(bm25_topk, "PLACE_BY_SEARCH", search)
+    monkeypatch.setattr(bm25_topk, "SCORE_ALL", score_all)
     rng = random.Random(seed)
     client = make_client(tmp_path / f"pack-{seed}")
     owners = ["big", *(f"owner-{i}" for i in range(4))]

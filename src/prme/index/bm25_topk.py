@@ -28,6 +28,7 @@ from prme.index.bm25 import bm25_contributions, bm25_idf, bm25_norms, bm25_score
 
 MAX_PRUNED_PHRASES = 10  # the bounds of every set of phrases: a table of 2**10 entries
 BOUND_SLACK = 1.0 + 1e-9  # each bound raised a little more (bounds need only be bounds)
+SCORE_ALL = 16384  # as few matching documents are all scored (bounding them costs more)
 PLACE_BY_SEARCH = 4  # a phrase of 4 times the pool's size is searched, not mapped
 
 # A phrase's documents (positions, ascending) and its instance count in each.
@@ -156,7 +157,7 @@ def _pruned(
     """The documents that may be among the ``k`` best (every one bounded by ``θ`` or more,
     see the module), ascending, and their exact scores."""
     matched, sets = _marked(per_phrase, in_scope)
-    if matched.size <= k:
+    if matched.size <= max(k, SCORE_ALL):
         pool = np.sort(matched)
         return pool, exact_scores(pool, per_phrase, idfs, doc_len, avgdl)
     most = largest_counts(per_phrase)
