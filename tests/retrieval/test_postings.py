@@ -177,6 +177,7 @@ def documents_expected(docs: list[list[str]], size: int) -> dict[str, list[tuple
 def test_document_postings_are_the_instances_by_row(tmp_path: Path) -> None:
     rng = random.Random(9)
     docs = documents(rng, 1300, long_every=650)
+    docs[1100] = ["w1"] * 70_000  # a count past uint16: the segments holding it count in int32
     tokens = [*WORDS, "absent"]
     at_once = built(docs, [len(docs)])
     batches = built(docs, sizes_summing_to(rng, len(docs)))
@@ -189,6 +190,10 @@ def test_document_postings_are_the_instances_by_row(tmp_path: Path) -> None:
         assert documents_read(postings, tokens) == {t: want.get(t, []) for t in tokens}
         found = postings.documents(["w1"])["w1"]
         assert found[0].dtype == np.int32 and found[1].dtype == np.int32
+        assert postings.documents(["w2"])["w2"][1].dtype in (np.uint16, np.int32)
+    for segment in (*at_once.segments, *batches.segments):
+        wide = segment.end > 1100 >= segment.start
+        assert segment.freqs.dtype == np.dtype(np.int32 if wide else np.uint16)
     for size in (0, 1, 401, 1299):  # views, and their exact segments
         want = documents_expected(docs, size)
         for view in (batches.upto(size), batches.upto(size).exact()):

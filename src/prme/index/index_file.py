@@ -271,7 +271,7 @@ def load_postings(directory: Path, stamp: IndexStamp) -> OwnerPostings | None:
         arrays = {
             name: _mapped(
                 directory / f"lexical.{name}.npy",
-                *(OFFSET_DTYPES if name == "offsets" else (dtype,)),
+                *(OFFSET_DTYPES if name in ("offsets", "freqs") else (dtype,)),
             )
             for name, dtype in ARRAYS.items()
             # (postings saved before the document postings have them derived on loading)

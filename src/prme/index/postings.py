@@ -10,7 +10,7 @@ its token ids ascending (``term_ids``, int32), where each token's instances begi
 (``term_offsets``, int64, from 0), and the instances by token, then position, then offset
 (``positions`` int32; ``offsets`` uint16 when every offset fits, else int32); and the same
 instances by document: each token's positions once each (``docs`` int32, ascending) with their
-instance counts (``freqs`` int32), each token's beginning at ``doc_offsets`` — what BM25 reads
+instance counts (``freqs``, uint16 when every count fits, else int32), each token's beginning at ``doc_offsets`` — what BM25 reads
 of a single-token phrase, without going through its instances.
 
 Rows appended to the owner index become a new segment; the last two segments are merged while
@@ -46,13 +46,13 @@ ARRAYS: dict[str, np.dtype[Any]] = {
     "offsets": np.dtype(np.int32),  # or uint16 (OFFSET_DTYPES)
     "doc_offsets": np.dtype(np.int64),
     "docs": np.dtype(np.int32),
-    "freqs": np.dtype(np.int32),
+    "freqs": np.dtype(np.int32),  # or uint16 (OFFSET_DTYPES)
 }
 # The arrays an index saved before the document postings lacks (they are derived on loading).
 DOCUMENT_ARRAYS = ("doc_offsets", "docs", "freqs")
 
 Instances = tuple[npt.NDArray[np.int32], npt.NDArray[Any]]
-Documents = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]  # positions, instance counts
+Documents = tuple[npt.NDArray[np.int32], npt.NDArray[Any]]  # positions, instance counts
 
 
 class Vocabulary:
@@ -121,7 +121,7 @@ class Segment:
     offsets: npt.NDArray[Any]
     doc_offsets: npt.NDArray[np.int64]
     docs: npt.NDArray[np.int32]
-    freqs: npt.NDArray[np.int32]
+    freqs: npt.NDArray[Any]
 
     @property
     def rows(self) -> int:
@@ -157,7 +157,7 @@ class Segment:
 
 def documents(
     term_offsets: npt.NDArray[np.int64], positions: npt.NDArray[np.int32]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[Any]]:
     """The document postings (``doc_offsets``, ``docs``, ``freqs``) of instances by token,
     then position: a token's run of instances at one position is one document."""
     first = np.ones(positions.size, dtype=np.bool_)
@@ -165,7 +165,8 @@ def documents(
         np.not_equal(positions[1:], positions[:-1], out=first[1:])
         first[term_offsets[:-1][term_offsets[:-1] < positions.size]] = True
     starts = np.flatnonzero(first)
-    freqs = np.diff(np.append(starts, positions.size)).astype(np.int32)
+    counts = np.diff(np.append(starts, positions.size))
+    freqs = counts.astype(_offset_dtype(counts))
     doc_offsets = np.searchsorted(starts, term_offsets).astype(np.int64)
     return doc_offsets, positions[starts], freqs
 
@@ -231,8 +232,9 @@ def merged(segments: Sequence[Segment]) -> Segment:
     term_offsets, (positions, offsets) = _interleaved(
         segments, places, len(union), Segment.counts, ("positions", np.int32), ("offsets", dtype)
     )
+    counted = max((s.freqs.dtype for s in segments), key=OFFSET_DTYPES.index)
     doc_offsets, (docs, freqs) = _interleaved(
-        segments, places, len(union), Segment.doc_counts, ("docs", np.int32), ("freqs", np.int32)
+        segments, places, len(union), Segment.doc_counts, ("docs", np.int32), ("freqs", counted)
     )
     return Segment(
         segments[0].start,
@@ -320,7 +322,7 @@ class OwnerPostings:
     def documents(self, tokens: Sequence[str]) -> dict[str, Documents]:
         """Each token's documents: positions (ascending) and the token's instance count in
         each."""
-        return self._found(tokens, "doc_offsets", ("docs", "freqs"), np.dtype(np.int32))
+        return self._found(tokens, "doc_offsets", ("docs", "freqs"), OFFSET_DTYPES[0])
 
     def _found(
         self, tokens: Sequence[str], bounds: str, columns: tuple[str, str], empty: np.dtype[Any]
@@ -372,7 +374,7 @@ class OwnerPostings:
             "offsets": flat("offsets", np.uint16),
             "doc_offsets": flat("doc_offsets", np.int64),
             "docs": flat("docs", np.int32),
-            "freqs": flat("freqs", np.int32),
+            "freqs": flat("freqs", np.uint16),
         }
         bounds = [
             [s.start, s.end, len(s.term_ids), len(s.positions), len(s.docs)] for s in segments
@@ -438,6 +440,8 @@ class OwnerPostings:
             kept = (len(arrays["doc_offsets"]), len(arrays["docs"]), len(arrays["freqs"]))
             if kept != (offsets, docs, docs):
                 raise ValueError("postings: document arrays do not match their bounds")
+            if arrays["freqs"].dtype not in OFFSET_DTYPES:
+                raise ValueError("postings: document counts")
         if len(arrays["offsets"]) != instances or arrays["offsets"].dtype not in OFFSET_DTYPES:
             raise ValueError("postings: token offsets")
         return cls(vocabulary, tuple(segments), size)
