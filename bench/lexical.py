@@ -42,6 +42,7 @@ TOKENIZE = "unicode61"
 BATCH = 32768
 TOTAL = [0]  # the token total of the loaded corpus
 SHORTEST = [0]  # its shortest document
+GIVES_SHORTEST = "shortest" in inspect.signature(fts5_lexical.ranked).parameters
 
 
 def build(size: int) -> tuple[OwnerPostings, npt.NDArray[np.int64]]:
@@ -89,7 +90,7 @@ def search(
     phrases: list[tuple[str, ...]],
     k: int,
 ) -> Any:
-    if "shortest" not in inspect.signature(fts5_lexical.ranked).parameters:  # (earlier code)
+    if not GIVES_SHORTEST:  # (the code before it took the shortest length)
         return fts5_lexical.ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k)
     return fts5_lexical.ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k, SHORTEST[0])
 

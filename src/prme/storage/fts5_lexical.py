@@ -12,14 +12,18 @@ is computed from the owner's own postings with the owner's statistics alone
   owner's rows, tokenized by the pack's FTS5 tokenizer in a private in-memory database (so they
   are what FTS5's index holds for those rows); they grow with the owner index (the rows appended
   since are tokenized when a search first needs them), are kept with the index in memory, and
-  are saved with it (:mod:`prme.index.index_file`); a phrase's instance count in a row is the
-  number of positions where its tokens follow each other, as FTS5 counts them;
+  are saved with it (:mod:`prme.index.index_file`); a single-token phrase's instance count in
+  each row is read from the token's document postings, a longer phrase's is the number of
+  positions where its tokens follow each other, as FTS5 counts them;
 - the owner's column index supplies the owner's rows, their scopes and token counts (FTS5's
   ``docsize``), hence the owner's document count, mean length and, from the postings, the
   owner's document frequency of each phrase.
 
 A query reads only the owner's postings of its tokens: no other owner's rows, however many hold
-them, change what it reads or how long it takes.
+them, change what it reads or how long it takes. The ``k`` best rows are found without scoring
+every matching row (:mod:`prme.index.bm25_topk`: bounds of each row's score rule out the rows
+that cannot be among them), and are exactly the rows, scores and order that scoring every
+matching row gives.
 """
 
 from __future__ import annotations
