@@ -1,18 +1,22 @@
 """The ``k`` best documents by BM25 (:mod:`prme.index.bm25`) for the OR of a query's phrases,
 exactly as scoring every matching document would rank them, without scoring them all.
 
-Each phrase's term of a score is at most its *bound*: its term for the phrase's largest
-instance count in a document and the owner's shortest document (the term grows with the count
-and shrinks with the length, also as rounded), so a document matching a set of phrases scores
-at most the sum of their bounds (in query order, as the score is summed). Each matching
-document's set is marked in a per-thread array of the owner's size (a bit per phrase), which
-gives every matching document once, with its bound. The documents with the highest bounds, at
-least ``k`` in scope, are scored exactly; the ``k``-th best of those scores, ``θ``, is at most
-the ``k``-th best of all. A document whose bound is below ``θ`` scores below it, so it can
-neither be among the ``k`` best nor tie with the last of them: only the documents bounded by
-``θ`` or more are scored, with the same arithmetic, and ranked by score then position.
+A phrase's term of a score grows with its instance count and shrinks as the document grows,
+also as rounded (each operation is monotonic), so a document's score is at most its *bound*:
+the sum, in query order as the score is summed, of each phrase it matches's term for a count
+of 1 (or the phrase's largest count, where it matches more than once) and the document's own
+length — or, for a *set bound* over every document matching the same phrases, the owner's
+shortest length and each phrase's largest count. Each matching document's phrases are marked in
+a per-thread array of the owner's size (two bits per phrase: matched, matched more than once),
+which gives every matching document once. The documents of the highest set bounds (at least
+``k`` in scope) give the ``k`` of highest bounds, which are scored exactly; the least of those
+scores, ``θ``, is at most the ``k``-th best of all. A document bounded below ``θ`` scores
+below it, so it can neither be among the ``k`` best nor tie with the last of them: only the
+documents bounded by ``θ`` or more are scored, with the same arithmetic as scoring every one
+(:func:`prme.index.bm25.bm25_scores`), and ranked by score then position.
 
-A query of many phrases (more than :data:`MAX_PRUNED_PHRASES`) scores every matching document.
+Few matching documents (up to :data:`SCORE_ALL`), or a query of many phrases (more than
+:data:`MAX_PRUNED_PHRASES`), are all scored.
 """
 
 from __future__ import annotations
@@ -90,9 +94,10 @@ def phrase_set_bounds(
     most: Sequence[float], idfs: Sequence[float], avgdl: float, shortest: int
 ) -> npt.NDArray[np.float64]:
     """The bound of a document's score for each set of phrases it matches (entry ``s``: the
-    phrases whose bits ``s`` sets), for any document length: :func:`document_bounds` of the
-    shortest."""
-    sets = np.arange(1 << len(most), dtype=np.int64)
+    phrases whose bits ``s`` sets), for any document length and counts: :func:`document_bounds`
+    of the shortest length, with every phrase's largest count."""
+    phrases = len(most)
+    sets = np.arange(1 << phrases, dtype=np.int64) | (((1 << phrases) - 1) << phrases)
     return document_bounds(sets, np.full(len(sets), shortest, np.float64), most, idfs, avgdl)
 
 
@@ -103,14 +108,18 @@ def document_bounds(
     idfs: Sequence[float],
     avgdl: float,
 ) -> npt.NDArray[np.float64]:
-    """The bound of the score of documents of these lengths matching these sets of phrases:
-    each matched phrase's term for its largest count, summed in query order with 0.0 for the
-    others (as the score is summed), raised by ``BOUND_SLACK``."""
+    """The bound of the score of documents of these lengths matching these sets of phrases
+    (bit ``j``: phrase ``j`` matches; bit ``m + j`` of ``m`` phrases: more than once): each
+    matched phrase's term for a count of 1, or of its largest count when it matches more than
+    once, summed in query order with 0.0 for the others (as the score is summed), raised by
+    ``BOUND_SLACK``."""
     norm = bm25_norms(doc_len, avgdl)
     bound = np.zeros(len(sets), dtype=np.float64)
     for j, (largest, idf) in enumerate(zip(most, idfs, strict=True)):
         if largest:
-            term = bm25_contributions(idf, np.asarray(largest, dtype=np.float64), norm)
+            high = (sets & (1 << (len(most) + j))) != 0
+            count = np.where(high, largest, 1.0) if largest > 1.0 else np.float64(largest)
+            term = bm25_contributions(idf, np.asarray(count, dtype=np.float64), norm)
             bound += np.where(sets & (1 << j), term, 0.0)
     bounded: npt.NDArray[np.float64] = bound * BOUND_SLACK
     return bounded
@@ -120,15 +129,19 @@ def _marked(
     per_phrase: Sequence[PhraseDocuments], in_scope: npt.NDArray[np.bool_]
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any]]:
     """Every in-scope matching document once (in no particular order) and the set of
-    phrases it matches (a bit per phrase)."""
-    dtype = np.uint8 if len(per_phrase) <= 8 else np.uint16
+    phrases it matches: bit ``j`` for phrase ``j``, and bit ``m + j`` (of ``m`` phrases) when
+    phrase ``j`` matches it more than once (every listed document has a count of 1 or more)."""
+    phrases = len(per_phrase)
+    dtype = np.uint8 if phrases <= 4 else np.uint16 if phrases <= 8 else np.uint32
     marks = _scratch(f"marks_{np.dtype(dtype).name}", len(in_scope), dtype)
     indexes = [docs.astype(np.intp, copy=False) for docs, _ in per_phrase]
     documents: list[npt.NDArray[np.intp]] = []
     sets: list[npt.NDArray[Any]] = []
     try:
-        for j, docs in enumerate(indexes):
+        for j, (docs, (_, freqs)) in enumerate(zip(indexes, per_phrase, strict=True)):
             marks[docs] |= dtype(1 << j)
+            if len(docs) and freqs.max() > 1:
+                marks[docs[freqs > 1]] |= dtype(1 << (phrases + j))
         for j, docs in enumerate(indexes):
             found = marks[docs]
             if j:
@@ -137,7 +150,7 @@ def _marked(
             documents.append(docs)
             sets.append(found)
     finally:
-        for docs in documents or indexes:
+        for docs in documents if len(documents) == phrases else indexes:
             marks[docs] = 0
     matched = np.concatenate(documents)
     held = np.concatenate(sets)
@@ -162,7 +175,8 @@ def _pruned(
         return pool, exact_scores(pool, per_phrase, idfs, doc_len, avgdl)
     most = largest_counts(per_phrase)
     table = phrase_set_bounds(most, idfs, avgdl, shortest)
-    bounds = table[sets]
+    phrase_sets = sets & ((1 << len(per_phrase)) - 1)
+    bounds = table[phrase_sets]
 
     def bounded(at: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
         lengths = doc_len[matched[at]].astype(np.float64)
@@ -171,7 +185,7 @@ def _pruned(
     # the highest set bound with at least k documents bounded by it or more: the k of those
     # with the highest bounds of their own give θ
     levels = np.argsort(-table, kind="stable")
-    reached = np.cumsum(np.bincount(sets, minlength=len(table))[levels])
+    reached = np.cumsum(np.bincount(phrase_sets, minlength=len(table))[levels])
     level = table[levels[int(np.searchsorted(reached, k))]]
     near = np.flatnonzero(bounds >= level)
     near_bounds = bounded(near)
