@@ -176,7 +176,6 @@ def _pruned(
     most = largest_counts(per_phrase)
     table = phrase_set_bounds(most, idfs, avgdl, shortest)
     phrase_sets = sets & ((1 << len(per_phrase)) - 1)
-    bounds = table[phrase_sets]
 
     def bounded(at: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
         lengths = doc_len[matched[at]].astype(np.float64)
@@ -187,12 +186,12 @@ def _pruned(
     levels = np.argsort(-table, kind="stable")
     reached = np.cumsum(np.bincount(phrase_sets, minlength=len(table))[levels])
     level = table[levels[int(np.searchsorted(reached, k))]]
-    near = np.flatnonzero(bounds >= level)
+    near = np.flatnonzero((table >= level)[phrase_sets])
     near_bounds = bounded(near)
     seed = np.sort(matched[near[np.argpartition(-near_bounds, k - 1)[:k]]])
     theta = exact_scores(seed, per_phrase, idfs, doc_len, avgdl).min()
     # the documents bounded by θ or more, by their set and by their own bound
-    more = np.flatnonzero((bounds >= theta) & (bounds < level))
+    more = np.flatnonzero(((table >= theta) & (table < level))[phrase_sets])
     found = np.concatenate((near[near_bounds >= theta], more[bounded(more) >= theta]))
     pool = np.sort(matched[found])
     return pool, exact_scores(pool, per_phrase, idfs, doc_len, avgdl)
