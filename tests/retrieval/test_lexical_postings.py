@@ -6,6 +6,7 @@ so a reopened pack does not tokenize its rows again."""
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from collections import Counter
@@ -17,7 +18,8 @@ import numpy as np
 import pytest
 
 from prme import MemoryClient
-from prme.index import index_file
+from prme.index import bm25_topk, index_file
+from prme.index import postings as postings_
 from prme.index.bm25 import bm25_idf, bm25_scores
 from prme.models.enums import Scope
 from prme.retrieval.query import analyze_query
@@ -123,18 +125,26 @@ def _compare(store: Any, owners: list[str], rng: random.Random) -> int:
 
 @pytest.mark.sqlite_only  # the pack's FTS5 index is the reference
 @pytest.mark.parametrize(
-    ("seed", "dense"),
-    [(1, fts5_lexical.DENSE), (2, 0), (3, 10**9)],  # pools sorted or marked as their size says,
-    ids=["by-size", "sorted", "marked"],  # always sorted, always marked in owner-sized arrays
+    ("seed", "pruned", "search", "score_all"),
+    [
+        (1, bm25_topk.MAX_PRUNED_PHRASES, bm25_topk.PLACE_BY_SEARCH, bm25_topk.SCORE_ALL),
+        (2, 0, 0, 0),  # every match scored; counts always found by binary search
+        (3, 10, 10**9, 0),  # pruned up to 10 phrases; counts always placed through a map
+    ],
+    ids=["defaults", "unpruned-searched", "pruned-mapped"],
 )
 def test_owner_postings_give_the_pack_postings_hits(
     make_client: ClientFactory,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     seed: int,
-    dense: int,
+    pruned: int,
+    search: int,
+    score_all: int,
 ) -> None:
-    monkeypatch.setattr(fts5_lexical, "DENSE", dense)
+    monkeypatch.setattr(bm25_topk, "MAX_PRUNED_PHRASES", pruned)
+    monkeypatch.setattr(bm25_topk, "PLACE_BY_SEARCH", search)
+    monkeypatch.setattr(bm25_topk, "SCORE_ALL", score_all)
     rng = random.Random(seed)
     client = make_client(tmp_path / f"pack-{seed}")
     owners = ["big", *(f"owner-{i}" for i in range(4))]
@@ -296,3 +306,35 @@ def test_a_snapshot_reads_only_its_own_rows(make_client: ClientFactory) -> None:
     with store.read_snapshot():  # the shared postings now cover rows the snapshot lacks
         again = fts5_lexical.owner_bm25(store.conn, old, old.scope_mask(None), terms, 500)
     assert again == before
+
+
+@pytest.mark.sqlite_only  # the SQLite pack's saved index
+def test_postings_saved_before_document_postings_still_load(
+    make_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Postings saved without document postings (the format before them: four numbers per
+    segment, no ``lexical.docs``/``freqs``/``doc_offsets``) are loaded, the document postings
+    derived from the instances: the same hits, and no row tokenized again."""
+    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)
+    rng = random.Random(15)
+    path = tmp_path / "pack"
+    client = make_client(path)
+    for _ in range(3):  # a few segments
+        client.store_many(_generated(rng, 250), user_id="alice")
+    queries = [(s, q, 40) for s in SCOPES for q in _queries(rng, 6)]
+    before = [client.engine.store.lexical_search("alice", *q) for q in queries]
+    client.close()
+    directory = index_file.owner_directory(path / indexes.INDEX_DIR, "alice")
+    meta = json.loads((directory / index_file.LEXICAL).read_text("utf-8"))
+    assert all(len(bounds) == 5 for bounds in meta["segments"])
+    meta["segments"] = [bounds[:4] for bounds in meta["segments"]]
+    (directory / index_file.LEXICAL).write_text(json.dumps(meta), "utf-8")
+    for name in postings_.DOCUMENT_ARRAYS:
+        (directory / f"lexical.{name}.npy").unlink()
+
+    tokenized = _tokenized_rows(monkeypatch)
+    client = make_client(path)
+    store: Any = client.engine.store
+    assert [store.lexical_search("alice", *q) for q in queries] == before
+    assert tokenized == []
+    assert _compare(store, ["alice"], rng) > 0

@@ -158,3 +158,58 @@ def test_an_empty_owner_has_empty_postings(tmp_path: Path) -> None:
     assert read(postings, ["w1"]) == {"w1": []}
     bounds, arrays = postings.arrays()
     assert read(OwnerPostings.from_arrays(3, bounds, arrays), ["w1"]) == {"w1": []}
+
+
+def documents_read(postings: OwnerPostings, tokens: list[str]) -> dict[str, list[tuple[int, int]]]:
+    found = postings.documents(tokens)
+    return {t: list(zip(found[t][0].tolist(), found[t][1].tolist(), strict=True)) for t in tokens}
+
+
+def documents_expected(docs: list[list[str]], size: int) -> dict[str, list[tuple[int, int]]]:
+    """Each token's rows (ascending) and its instance count in each."""
+    counted: dict[str, dict[int, int]] = defaultdict(dict)
+    for position, tokens in enumerate(docs[:size]):
+        for token in tokens:
+            counted[token][position] = counted[token].get(position, 0) + 1
+    return {t: sorted(c.items()) for t, c in counted.items()}
+
+
+def test_document_postings_are_the_instances_by_row(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    docs = documents(rng, 1300, long_every=650)
+    docs[1100] = ["w1"] * 70_000  # a count past uint16: the segments holding it count in int32
+    tokens = [*WORDS, "absent"]
+    at_once = built(docs, [len(docs)])
+    batches = built(docs, sizes_summing_to(rng, len(docs)))
+    want = documents_expected(docs, len(docs))
+    for postings in (
+        at_once,
+        batches,
+        OwnerPostings(batches.vocabulary, (merged(batches.segments),), 1300),
+    ):
+        assert documents_read(postings, tokens) == {t: want.get(t, []) for t in tokens}
+        found = postings.documents(["w1"])["w1"]
+        assert found[0].dtype == np.int32 and found[1].dtype == np.int32
+        assert postings.documents(["w2"])["w2"][1].dtype in (np.uint16, np.int32)
+    for segment in (*at_once.segments, *batches.segments):
+        wide = segment.end > 1100 >= segment.start
+        assert segment.freqs.dtype == np.dtype(np.int32 if wide else np.uint16)
+    for size in (0, 1, 401, 1299):  # views, and their exact segments
+        want = documents_expected(docs, size)
+        for view in (batches.upto(size), batches.upto(size).exact()):
+            assert documents_read(view, tokens) == {t: want.get(t, []) for t in tokens}
+    # saved and loaded, and saved in the format before document postings (derived on loading)
+    view = batches.upto(1250)
+    bounds, arrays = view.arrays()
+    assert all(len(b) == 5 for b in bounds)
+    old_bounds = [b[:4] for b in bounds]
+    old_arrays = {n: a for n, a in arrays.items() if n not in postings_.DOCUMENT_ARRAYS}
+    want = documents_expected(docs, 1250)
+    for saved_bounds, saved in ((bounds, arrays), (old_bounds, old_arrays)):
+        loaded = OwnerPostings.from_arrays(1250, saved_bounds, saved)
+        assert documents_read(loaded, tokens) == {t: want.get(t, []) for t in tokens}
+        assert read(loaded, tokens) == read(view, tokens)
+    with pytest.raises(ValueError):  # document arrays that do not match their bounds
+        OwnerPostings.from_arrays(1250, bounds, {**arrays, "docs": arrays["docs"][:-1]})
+    with pytest.raises(ValueError):  # bounds of both formats
+        OwnerPostings.from_arrays(1250, [bounds[0], *old_bounds[1:]], arrays)

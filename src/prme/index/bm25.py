@@ -47,7 +47,23 @@ def bm25_scores(
         avgdl: the mean token count of the owner's documents (token total / document count).
     """
     score = np.zeros(len(doc_len), dtype=np.float64)
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * doc_len / avgdl)
+    norm = bm25_norms(doc_len, avgdl)
     for idf, freq in zip(idfs, frequencies, strict=True):
-        score += idf * ((freq * (BM25_K1 + 1.0)) / (freq + norm))
+        score += bm25_contributions(idf, freq, norm)
     return score
+
+
+def bm25_norms(doc_len: npt.NDArray[np.float64], avgdl: float) -> npt.NDArray[np.float64]:
+    """``k1 · (1 − b + b · D / avgdl)`` of each document length ``D``, in FTS5's order."""
+    norm: npt.NDArray[np.float64] = BM25_K1 * (1 - BM25_B + BM25_B * doc_len / avgdl)
+    return norm
+
+
+def bm25_contributions(
+    idf: float, freq: npt.NDArray[np.float64], norm: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """One phrase's term of the score, ``idf · (f · (k1 + 1)) / (f + norm)``, per document.
+    It grows with ``f`` and shrinks as ``norm`` grows, also as rounded (each operation is
+    monotonic), so the largest ``f`` and the smallest ``norm`` bound it."""
+    term: npt.NDArray[np.float64] = idf * ((freq * (BM25_K1 + 1.0)) / (freq + norm))
+    return term

@@ -15,8 +15,9 @@ rows.
 
 A SQLite pack's index also keeps the owner's lexical postings (:mod:`prme.index.postings`):
 ``lexical.json`` (the stamp they were made for and their segments' bounds) and their arrays
-(``lexical.*.npy``), memory-mapped when loaded; without them (a PostgreSQL pack's index, or one
-saved before) the postings are derived from the rows again.
+(``lexical.*.npy``), memory-mapped when loaded (postings saved before the document postings
+existed have those derived from their instances on loading); without them (a PostgreSQL
+pack's index, or one saved before) the postings are derived from the rows again.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from prme.index import strings
 from prme.index.ann import segment_key, segment_ranges
 from prme.index.entity_graph import EntityGraph
 from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
-from prme.index.postings import ARRAYS, OFFSET_DTYPES, OwnerPostings
+from prme.index.postings import ARRAYS, DOCUMENT_ARRAYS, OFFSET_DTYPES, OwnerPostings
 from prme.index.strings import StringColumn
 
 FORMAT = 2  # 2: every array its own .npy (memory-mapped), strings as blob + offsets
@@ -270,9 +271,11 @@ def load_postings(directory: Path, stamp: IndexStamp) -> OwnerPostings | None:
         arrays = {
             name: _mapped(
                 directory / f"lexical.{name}.npy",
-                *(OFFSET_DTYPES if name == "offsets" else (dtype,)),
+                *(OFFSET_DTYPES if name in ("offsets", "freqs") else (dtype,)),
             )
             for name, dtype in ARRAYS.items()
+            # (postings saved before the document postings have them derived on loading)
+            if name not in DOCUMENT_ARRAYS or (directory / f"lexical.{name}.npy").exists()
         }
         return OwnerPostings.from_arrays(stamp.size, meta["segments"], arrays)
     except (OSError, ValueError, KeyError, TypeError):

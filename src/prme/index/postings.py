@@ -8,7 +8,10 @@ Layout: a :class:`Vocabulary` (token → id, ids in order of first appearance, n
 a few immutable :class:`Segment` s, each over a run of positions ``[start, end)`` in CSR form:
 its token ids ascending (``term_ids``, int32), where each token's instances begin
 (``term_offsets``, int64, from 0), and the instances by token, then position, then offset
-(``positions`` int32; ``offsets`` uint16 when every offset fits, else int32).
+(``positions`` int32; ``offsets`` uint16 when every offset fits, else int32); and the same
+instances by document: each token's positions once each (``docs`` int32, ascending) with their
+instance counts (``freqs``, uint16 when every count fits, else int32), each token's beginning at ``doc_offsets`` — what BM25 reads
+of a single-token phrase, without going through its instances.
 
 Rows appended to the owner index become a new segment; the last two segments are merged while
 the older holds fewer than twice the newer's rows (a binary counter: O(log n) segments, each
@@ -41,9 +44,15 @@ ARRAYS: dict[str, np.dtype[Any]] = {
     "term_offsets": np.dtype(np.int64),
     "positions": np.dtype(np.int32),
     "offsets": np.dtype(np.int32),  # or uint16 (OFFSET_DTYPES)
+    "doc_offsets": np.dtype(np.int64),
+    "docs": np.dtype(np.int32),
+    "freqs": np.dtype(np.int32),  # or uint16 (OFFSET_DTYPES)
 }
+# The arrays an index saved before the document postings lacks (they are derived on loading).
+DOCUMENT_ARRAYS = ("doc_offsets", "docs", "freqs")
 
 Instances = tuple[npt.NDArray[np.int32], npt.NDArray[Any]]
+Documents = tuple[npt.NDArray[np.int32], npt.NDArray[Any]]  # positions, instance counts
 
 
 class Vocabulary:
@@ -110,6 +119,9 @@ class Segment:
     term_offsets: npt.NDArray[np.int64]
     positions: npt.NDArray[np.int32]
     offsets: npt.NDArray[Any]
+    doc_offsets: npt.NDArray[np.int64]
+    docs: npt.NDArray[np.int32]
+    freqs: npt.NDArray[Any]
 
     @property
     def rows(self) -> int:
@@ -118,6 +130,10 @@ class Segment:
     def counts(self) -> npt.NDArray[np.int64]:
         """Each token's instance count."""
         return np.diff(self.term_offsets)
+
+    def doc_counts(self) -> npt.NDArray[np.int64]:
+        """Each token's document count."""
+        return np.diff(self.doc_offsets)
 
     def cut(self, size: int) -> Segment:
         """The instances at positions below ``size`` (a copy; ``self`` when all are)."""
@@ -129,7 +145,7 @@ class Segment:
         held = counts > 0
         offsets = np.zeros(int(held.sum()) + 1, dtype=np.int64)
         np.cumsum(counts[held], out=offsets[1:])
-        return Segment(
+        return with_documents(
             self.start,
             max(self.start, size),
             self.term_ids[held],
@@ -137,6 +153,36 @@ class Segment:
             self.positions[keep],
             self.offsets[keep],
         )
+
+
+def documents(
+    term_offsets: npt.NDArray[np.int64], positions: npt.NDArray[np.int32]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[Any]]:
+    """The document postings (``doc_offsets``, ``docs``, ``freqs``) of instances by token,
+    then position: a token's run of instances at one position is one document."""
+    first = np.ones(positions.size, dtype=np.bool_)
+    if positions.size:
+        np.not_equal(positions[1:], positions[:-1], out=first[1:])
+        first[term_offsets[:-1][term_offsets[:-1] < positions.size]] = True
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, positions.size))
+    freqs = counts.astype(_offset_dtype(counts))
+    doc_offsets = np.searchsorted(starts, term_offsets).astype(np.int64)
+    return doc_offsets, positions[starts], freqs
+
+
+def with_documents(
+    start: int,
+    end: int,
+    term_ids: npt.NDArray[np.int32],
+    term_offsets: npt.NDArray[np.int64],
+    positions: npt.NDArray[np.int32],
+    offsets: npt.NDArray[Any],
+) -> Segment:
+    """A segment of these instances, its document postings derived from them."""
+    return Segment(
+        start, end, term_ids, term_offsets, positions, offsets, *documents(term_offsets, positions)
+    )
 
 
 def _blocks(starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -167,7 +213,7 @@ def new_segment(
     taken = _blocks(firsts[order], counts[order])
     term_offsets = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(counts[order], out=term_offsets[1:])
-    return Segment(
+    return with_documents(
         start,
         end,
         term_ids[order].astype(np.int32),
@@ -178,24 +224,18 @@ def new_segment(
 
 
 def merged(segments: Sequence[Segment]) -> Segment:
-    """One segment for consecutive ``segments`` (each token's instances stay by position)."""
+    """One segment for consecutive ``segments`` (each token's instances and documents stay
+    by position)."""
     union = np.unique(np.concatenate([s.term_ids for s in segments]))
     places = [np.searchsorted(union, s.term_ids) for s in segments]
-    counts = np.zeros(len(union), dtype=np.int64)
-    for segment, at in zip(segments, places, strict=True):
-        counts[at] += segment.counts()
-    term_offsets = np.zeros(len(union) + 1, dtype=np.int64)
-    np.cumsum(counts, out=term_offsets[1:])
     dtype = max((s.offsets.dtype for s in segments), key=OFFSET_DTYPES.index)
-    positions = np.empty(int(term_offsets[-1]), dtype=np.int32)
-    offsets = np.empty(int(term_offsets[-1]), dtype=dtype)
-    filled = term_offsets[:-1].copy()
-    for segment, at in zip(segments, places, strict=True):
-        lengths = segment.counts()
-        into = _blocks(filled[at], lengths)
-        positions[into] = segment.positions
-        offsets[into] = segment.offsets
-        filled[at] += lengths
+    term_offsets, (positions, offsets) = _interleaved(
+        segments, places, len(union), Segment.counts, ("positions", np.int32), ("offsets", dtype)
+    )
+    counted = max((s.freqs.dtype for s in segments), key=OFFSET_DTYPES.index)
+    doc_offsets, (docs, freqs) = _interleaved(
+        segments, places, len(union), Segment.doc_counts, ("docs", np.int32), ("freqs", counted)
+    )
     return Segment(
         segments[0].start,
         segments[-1].end,
@@ -203,7 +243,36 @@ def merged(segments: Sequence[Segment]) -> Segment:
         term_offsets,
         positions,
         offsets,
+        doc_offsets,
+        docs,
+        freqs,
     )
+
+
+def _interleaved(
+    segments: Sequence[Segment],
+    places: Sequence[npt.NDArray[np.int64]],
+    terms: int,
+    lengths_of: Any,
+    *columns: tuple[str, Any],
+) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[Any]]]:
+    """The offsets of ``terms`` tokens and ``columns`` of consecutive ``segments`` (whose
+    tokens are at ``places``), each token's entries in segment order (``lengths_of``: each
+    token's entry count in a segment)."""
+    counts = np.zeros(terms, dtype=np.int64)
+    for segment, at in zip(segments, places, strict=True):
+        counts[at] += lengths_of(segment)
+    offsets = np.zeros(terms + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    found = [np.empty(int(offsets[-1]), dtype=dtype) for _, dtype in columns]
+    filled = offsets[:-1].copy()
+    for segment, at in zip(segments, places, strict=True):
+        lengths = lengths_of(segment)
+        into = _blocks(filled[at], lengths)
+        for array, (name, _) in zip(found, columns, strict=True):
+            array[into] = getattr(segment, name)
+        filled[at] += lengths
+    return offsets, found
 
 
 @dataclass(frozen=True)
@@ -248,6 +317,18 @@ class OwnerPostings:
 
     def lookup(self, tokens: Sequence[str]) -> dict[str, Instances]:
         """Each token's instances: positions (ascending) and offsets, by position then offset."""
+        return self._found(tokens, "term_offsets", ("positions", "offsets"), OFFSET_DTYPES[0])
+
+    def documents(self, tokens: Sequence[str]) -> dict[str, Documents]:
+        """Each token's documents: positions (ascending) and the token's instance count in
+        each."""
+        return self._found(tokens, "doc_offsets", ("docs", "freqs"), OFFSET_DTYPES[0])
+
+    def _found(
+        self, tokens: Sequence[str], bounds: str, columns: tuple[str, str], empty: np.dtype[Any]
+    ) -> dict[str, Any]:
+        """Each token's entries of ``columns`` (positions first) over the segments, which
+        begin at ``bounds`` for each token of a segment."""
         wanted = list(dict.fromkeys(tokens))
         ids = np.asarray(self.vocabulary.ids(wanted), dtype=np.int32)  # the term_ids' dtype
         parts: list[list[Instances]] = [[] for _ in wanted]
@@ -256,13 +337,15 @@ class OwnerPostings:
             inside = found < len(segment.term_ids)
             hit = np.zeros(len(ids), dtype=np.bool_)
             hit[inside] = segment.term_ids[found[inside]] == ids[inside]
+            starts = getattr(segment, bounds)
+            first, second = (getattr(segment, name) for name in columns)
             for i in np.flatnonzero(hit).tolist():
-                a, b = segment.term_offsets[found[i] : found[i] + 2].tolist()
-                parts[i].append((segment.positions[a:b], segment.offsets[a:b]))
+                a, b = starts[found[i] : found[i] + 2].tolist()
+                parts[i].append((first[a:b], second[a:b]))
         cut = bool(self.segments) and self.segments[-1].end > self.size
-        result: dict[str, Instances] = {}
+        result: dict[str, Any] = {}
         for token, found_parts in zip(wanted, parts, strict=True):
-            result[token] = _joined(found_parts, self.size if cut else None)
+            result[token] = _joined(found_parts, self.size if cut else None, empty)
         return result
 
     def exact(self) -> OwnerPostings:
@@ -289,8 +372,13 @@ class OwnerPostings:
             "term_offsets": flat("term_offsets", np.int64),
             "positions": flat("positions", np.int32),
             "offsets": flat("offsets", np.uint16),
+            "doc_offsets": flat("doc_offsets", np.int64),
+            "docs": flat("docs", np.int32),
+            "freqs": flat("freqs", np.uint16),
         }
-        bounds = [[s.start, s.end, len(s.term_ids), len(s.positions)] for s in segments]
+        bounds = [
+            [s.start, s.end, len(s.term_ids), len(s.positions), len(s.docs)] for s in segments
+        ]
         return bounds, arrays
 
     @classmethod
@@ -298,29 +386,45 @@ class OwnerPostings:
         cls, size: int, bounds: Sequence[Sequence[int]], arrays: dict[str, npt.NDArray[Any]]
     ) -> OwnerPostings:
         """The postings :meth:`arrays` gave (views of ``arrays``, which may be memory-mapped).
+        Postings saved before the document postings (bounds of four numbers, no
+        :data:`DOCUMENT_ARRAYS`) have them derived from their instances.
 
         Raises:
             ValueError: the arrays do not fit the bounds or ``size``.
         """
         vocabulary = Vocabulary(StringColumn(arrays["terms.blob"], arrays["terms.offsets"]))
         segments: list[Segment] = []
-        ids = offsets = instances = expected = 0
-        for start, end, terms, count in bounds:
+        ids = offsets = instances = docs = expected = 0
+        for start, end, terms, count, *rest in bounds:
             term_offsets = arrays["term_offsets"][offsets : offsets + terms + 1]
             if start != expected or end <= start or len(term_offsets) != terms + 1:
                 raise ValueError("postings: segment bounds")
             if int(term_offsets[0]) != 0 or int(term_offsets[-1]) != count:
                 raise ValueError("postings: segment offsets")
-            segments.append(
-                Segment(
-                    start,
-                    end,
-                    arrays["term_ids"][ids : ids + terms],
-                    term_offsets,
-                    arrays["positions"][instances : instances + count],
-                    arrays["offsets"][instances : instances + count],
-                )
+            found = (
+                arrays["term_ids"][ids : ids + terms],
+                term_offsets,
+                arrays["positions"][instances : instances + count],
+                arrays["offsets"][instances : instances + count],
             )
+            if not rest:  # saved before the document postings
+                segments.append(with_documents(start, end, *found))
+            else:
+                (held,) = rest
+                doc_offsets = arrays["doc_offsets"][offsets : offsets + terms + 1]
+                if len(doc_offsets) != terms + 1 or int(doc_offsets[-1]) != held:
+                    raise ValueError("postings: segment documents")
+                segments.append(
+                    Segment(
+                        start,
+                        end,
+                        *found,
+                        doc_offsets,
+                        arrays["docs"][docs : docs + held],
+                        arrays["freqs"][docs : docs + held],
+                    )
+                )
+                docs += held
             ids, offsets, instances, expected = (
                 ids + terms,
                 offsets + terms + 1,
@@ -330,15 +434,24 @@ class OwnerPostings:
         lengths = (len(arrays["term_ids"]), len(arrays["term_offsets"]), len(arrays["positions"]))
         if expected != size or lengths != (ids, offsets, instances):
             raise ValueError("postings: arrays do not match their bounds")
+        if len({len(b) for b in bounds}) > 1:
+            raise ValueError("postings: segment bounds of two formats")
+        if bounds and len(bounds[0]) > 4:
+            kept = (len(arrays["doc_offsets"]), len(arrays["docs"]), len(arrays["freqs"]))
+            if kept != (offsets, docs, docs):
+                raise ValueError("postings: document arrays do not match their bounds")
+            if arrays["freqs"].dtype not in OFFSET_DTYPES:
+                raise ValueError("postings: document counts")
         if len(arrays["offsets"]) != instances or arrays["offsets"].dtype not in OFFSET_DTYPES:
             raise ValueError("postings: token offsets")
         return cls(vocabulary, tuple(segments), size)
 
 
-def _joined(parts: list[Instances], size: int | None) -> Instances:
-    """One token's instances from its segments (in position order), below ``size`` if given."""
+def _joined(parts: list[Instances], size: int | None, empty: np.dtype[Any]) -> Instances:
+    """One token's entries from its segments (in position order), below ``size`` if given
+    (``empty``: the second array's dtype when there are none)."""
     if not parts:
-        return np.zeros(0, np.int32), np.zeros(0, np.uint16)
+        return np.zeros(0, np.int32), np.zeros(0, empty)
     positions, offsets = (
         parts[0]
         if len(parts) == 1

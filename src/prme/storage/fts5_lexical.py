@@ -12,14 +12,18 @@ is computed from the owner's own postings with the owner's statistics alone
   owner's rows, tokenized by the pack's FTS5 tokenizer in a private in-memory database (so they
   are what FTS5's index holds for those rows); they grow with the owner index (the rows appended
   since are tokenized when a search first needs them), are kept with the index in memory, and
-  are saved with it (:mod:`prme.index.index_file`); a phrase's instance count in a row is the
-  number of positions where its tokens follow each other, as FTS5 counts them;
+  are saved with it (:mod:`prme.index.index_file`); a single-token phrase's instance count in
+  each row is read from the token's document postings, a longer phrase's is the number of
+  positions where its tokens follow each other, as FTS5 counts them;
 - the owner's column index supplies the owner's rows, their scopes and token counts (FTS5's
   ``docsize``), hence the owner's document count, mean length and, from the postings, the
   owner's document frequency of each phrase.
 
 A query reads only the owner's postings of its tokens: no other owner's rows, however many hold
-them, change what it reads or how long it takes.
+them, change what it reads or how long it takes. The ``k`` best rows are found without scoring
+every matching row (:mod:`prme.index.bm25_topk`: bounds of each row's score rule out the rows
+that cannot be among them), and are exactly the rows, scores and order that scoring every
+matching row gives.
 """
 
 from __future__ import annotations
@@ -35,14 +39,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from prme.index.bm25 import bm25_idf, bm25_scores
+from prme.index.bm25_topk import PhraseDocuments, top_k
 from prme.index.owner_index import OwnerIndex
 from prme.index.postings import Instances, OwnerPostings, Vocabulary
 
 _CACHE_LIMIT = 4096
 TOKENIZE_BATCH_ROWS = 32768  # rows tokenized at a time when an owner's postings grow
 POSTINGS = "lexical_postings"  # the key of an owner index's postings in its derived values
-DENSE = 16  # a query matching 1/16 of the owner's rows uses arrays of the owner's size
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
 
 Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
@@ -238,16 +241,6 @@ def _run_lengths(docs: npt.NDArray[Any]) -> Postings:
     return docs[starts].astype(np.int64), counts
 
 
-def _distinct(positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The distinct values of ``positions``, ascending."""
-    ordered = np.sort(positions)
-    if ordered.size < 2:
-        return ordered
-    keep = np.concatenate(([True], ordered[1:] != ordered[:-1]))
-    result: npt.NDArray[np.int64] = ordered[keep]
-    return result
-
-
 def _phrase_frequencies(found: dict[str, Instances], tokens: Sequence[str]) -> Postings:
     """Rows holding the tokens at consecutive offsets, and how many times (FTS5 phrases): the
     starts ``(row, offset - i)`` of the ``i``-th token common to every token, as one int64 key
@@ -291,88 +284,43 @@ def postings_bm25(
     they were derived: FTS5's tokens on SQLite, PostgreSQL's lexemes there."""
     if index.size == 0 or k <= 0:
         return []
-    found = postings.lookup([t for tokens in phrases for t in tokens])
-    cache: dict[str, Postings] = {}
-    per_phrase: list[Postings] = []
+    doc_len = index.col("doc_len")
+    shortest: int = index.derived("doc_len_min", lambda: int(doc_len.min()))
+    positions, scores = ranked(
+        postings, doc_len, index.doc_len_total(), in_scope, phrases, k, shortest
+    )
+    rowids = index.col("rowid")[positions]
+    return list(zip(rowids.tolist(), scores.tolist(), strict=True))
+
+
+def ranked(
+    postings: OwnerPostings,
+    doc_len: npt.NDArray[Any],
+    doc_len_total: int,
+    in_scope: npt.NDArray[np.bool_],
+    phrases: Sequence[tuple[str, ...]],
+    k: int,
+    shortest: int | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The ``k`` best in-scope positions of ``postings`` for the OR of ``phrases`` and their
+    BM25 scores, by score descending then position (``doc_len``: each position's token count,
+    ``doc_len_total``: their sum, ``shortest``: their minimum, computed when not given).
+    A single-token phrase reads the token's document postings; a longer one its tokens'
+    instances."""
+    n_docs = postings.size
+    if n_docs == 0 or k <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    single = postings.documents([t[0] for t in phrases if len(t) == 1])
+    longer = [t for tokens in phrases if len(tokens) > 1 for t in tokens]
+    found = postings.lookup(longer) if longer else {}
+    per_phrase: list[PhraseDocuments] = []
     for tokens in phrases:
         if not tokens:  # FTS5 matches nothing for an empty phrase
             continue
-        if len(tokens) == 1:
-            if tokens[0] not in cache:
-                cache[tokens[0]] = _run_lengths(found[tokens[0]][0])
-            per_phrase.append(cache[tokens[0]])
-        else:
-            per_phrase.append(_phrase_frequencies(found, tokens))
-    matched = [positions for positions, _ in per_phrase if positions.size]
-    if not matched:
-        return []
-    pool = _pool(matched, in_scope, index.size)
-    if pool.size == 0:
-        return []
-    doc_len = index.col("doc_len")
-    n_docs = index.size
-    avgdl = float(index.doc_len_total()) / float(n_docs)
-    idfs = [bm25_idf(n_docs, int(positions.size)) for positions, _ in per_phrase]
-    frequencies = _aligned(pool, per_phrase, n_docs)
-    scores = bm25_scores(idfs, frequencies, doc_len[pool].astype(np.float64), avgdl)
-    order = _best(scores, k)
-    rowids = index.col("rowid")[pool[order]]
-    return list(zip(rowids.tolist(), scores[order].tolist(), strict=True))
-
-
-def _pool(
-    matched: Sequence[npt.NDArray[np.int64]], in_scope: npt.NDArray[np.bool_], size: int
-) -> npt.NDArray[np.int64]:
-    """The distinct in-scope positions of ``matched``, ascending: sorted, or, when they are
-    at least 1/``DENSE`` of the owner's rows, marked in a mask of the owner's size (cheaper
-    than sorting as many; a selective query never pays for the owner's size)."""
-    if sum(m.size for m in matched) * DENSE >= size:
-        mask = np.zeros(size, dtype=np.bool_)
-        for positions in matched:
-            mask[positions] = True
-        mask &= in_scope
-        found: npt.NDArray[np.int64] = np.flatnonzero(mask)
-        return found
-    pool = matched[0] if len(matched) == 1 else _distinct(np.concatenate(matched))
-    return pool[in_scope[pool]]
-
-
-def _aligned(
-    pool: npt.NDArray[np.int64], per_phrase: Sequence[Postings], size: int
-) -> list[npt.NDArray[np.float64]]:
-    """Each phrase's instance counts at the pool's positions (0 where it does not match): each
-    position's place in the pool by binary search, or, for a pool of at least 1/``DENSE`` of
-    the owner's rows, from a map of the owner's size."""
-    places = None
-    if pool.size * DENSE >= size:
-        places = np.full(size, -1, dtype=np.int32)  # (an owner holds fewer than 2**31 rows)
-        places[pool] = np.arange(pool.size, dtype=np.int32)
-    aligned = []
-    for positions, freq in per_phrase:
-        at: npt.NDArray[np.signedinteger[Any]]
-        if places is not None:
-            at = places[positions]
-            hit = at >= 0
-        else:
-            at = np.searchsorted(pool, positions)
-            inside = at < pool.size
-            hit = np.zeros(positions.size, dtype=np.bool_)
-            hit[inside] = pool[at[inside]] == positions[inside]
-        counts = np.zeros(pool.size, dtype=np.float64)
-        counts[at[hit]] = freq[hit]
-        aligned.append(counts)
-    return aligned
-
-
-def _best(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
-    """The indexes of the ``k`` best scores, best first, then by index (the pool is in
-    position order, hence rowid order): the ``k``-th best score bounds the candidates, so
-    only they are sorted."""
-    if k < scores.size:
-        bound = np.partition(scores, scores.size - k)[scores.size - k]
-        candidates = np.flatnonzero(scores >= bound)  # the k best, and any tied with the last
-        order: npt.NDArray[np.int64] = candidates[
-            np.argsort(-scores[candidates], kind="stable")[:k]
-        ]
-        return order
-    return np.argsort(-scores, kind="stable")
+        per_phrase.append(
+            single[tokens[0]] if len(tokens) == 1 else _phrase_frequencies(found, tokens)
+        )
+    avgdl = float(doc_len_total) / float(n_docs)
+    if shortest is None:
+        shortest = int(doc_len[:n_docs].min())
+    return top_k(per_phrase, n_docs, doc_len, avgdl, shortest, in_scope, k)
