@@ -338,3 +338,39 @@ def test_postings_saved_before_document_postings_still_load(
     assert [store.lexical_search("alice", *q) for q in queries] == before
     assert tokenized == []
     assert _compare(store, ["alice"], rng) > 0
+
+
+@pytest.mark.sqlite_only  # counts SQLite's work on the query tokenizer's connection
+def test_an_owners_query_terms_cost_the_same_whether_or_not_another_owner_asked_them(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    # The query tokenizer keeps nothing between calls: a term another owner asked before is
+    # tokenized again, as much work as the first time (a cache shared by the owners would let
+    # one time another's recent queries).
+    terms = ["kestrel", "rollback"]  # (terms no other test asks)
+
+    def bobs_tokenizer_steps(alice_first: bool) -> int:
+        client = make_client(tmp_path / f"alice-first-{alice_first}")
+        client.store_many(["kestrel rollback notes", "other"], user_id="alice")
+        client.store_many(["kestrel at dawn", "a rollback"], user_id="bob")
+        store: Any = client.engine.store
+        store.lexical_search("bob", None, ["dawn"], 10)  # Bob's index and postings
+        if alice_first:
+            store.lexical_search("alice", None, terms, 10)
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        tokenizer = store._tokenizer._conn
+        tokenizer.set_progress_handler(count, 1)
+        try:
+            assert store.lexical_search("bob", None, terms, 10)
+        finally:
+            tokenizer.set_progress_handler(None, 1)
+        return steps[0]
+
+    alone = bobs_tokenizer_steps(alice_first=False)
+    assert alone > 0
+    assert bobs_tokenizer_steps(alice_first=True) == alone

@@ -292,3 +292,32 @@ def test_migrations_8_and_9_keep_an_existing_packs_rows_and_searches(
         not {"prme_lexical_hits", "prme_owner_lexical_hits", "prme_owner_lexeme_keys"} & functions
     )
     assert not {"owner_lexemes", "owner_lexical_stats"} & tables
+
+
+def test_an_owners_search_does_the_same_work_whether_or_not_another_owner_asked_it(
+    postgres_url: str, schemas: Callable[[str], str]
+) -> None:
+    # Nothing one owner's query leaves behind (a cache of its terms' lexemes, say) changes the
+    # statements another owner's identical query runs, hence its time.
+    terms = ["review", "budget"]
+    schema = schemas("owner_terms")
+    with client_on(PostgresStore(postgres_url, schema=schema)) as client:
+        client.store_many(ALICE, user_id="alice")
+        client.store_many(BOB[:20], user_id="bob")
+
+    def bobs_statements(alice_first: bool) -> list[str]:
+        trace: list[str] = []
+        store = PostgresStore(postgres_url, schema=schema, tracer=trace.append)
+        try:
+            store.lexical_search("bob", None, ["number"], 50)  # Bob's index and postings
+            if alice_first:
+                store.lexical_search("alice", None, terms, 50)
+            del trace[:]
+            found = store.lexical_search("bob", None, terms, 50)
+            assert found
+        finally:
+            store.close()
+        return trace
+
+    alone = bobs_statements(alice_first=False)  # (terms no other test asks)
+    assert bobs_statements(alice_first=True) == alone

@@ -43,7 +43,6 @@ from prme.index.bm25_topk import PhraseDocuments, top_k
 from prme.index.owner_index import OwnerIndex
 from prme.index.postings import Instances, OwnerPostings, Vocabulary
 
-_CACHE_LIMIT = 4096
 TOKENIZE_BATCH_ROWS = 32768  # rows tokenized at a time when an owner's postings grow
 POSTINGS = "lexical_postings"  # the key of an owner index's postings in its derived values
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
@@ -66,38 +65,35 @@ def first_varint(blob: bytes | None) -> int:
 
 
 class QueryTokenizer:
-    """FTS5's tokenizer (the pack's configuration) applied to query terms, with a cache."""
+    """FTS5's tokenizer (the pack's configuration) applied to query terms. Terms are tokenized
+    on every call, not cached: a cache shared by the pack's owners would let one owner time
+    another's recent queries (a term another owner asked would come back sooner)."""
 
     def __init__(self, tokenize: str) -> None:
         self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self._conn.execute(f"CREATE VIRTUAL TABLE terms USING fts5(term, tokenize='{tokenize}')")
         self._conn.execute("CREATE VIRTUAL TABLE terms_instance USING fts5vocab(terms, instance)")
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[str, ...]] = {}
 
     def tokens(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
         """Each term's tokens in order (an empty tuple for a term FTS5 drops entirely)."""
+        distinct = sorted(set(terms))
+        found: dict[int, list[str]] = {}
         with self._lock:
-            missing = sorted({t for t in terms if t not in self._cache})
-            if missing:
-                if len(self._cache) + len(missing) > _CACHE_LIMIT:
-                    self._cache.clear()
-                found: dict[int, list[str]] = {}
-                conn = self._conn
-                conn.execute("BEGIN")
-                try:
-                    conn.executemany(
-                        "INSERT INTO terms(rowid, term) VALUES (?, ?)", enumerate(missing)
-                    )
-                    for doc, token in conn.execute(
-                        "SELECT doc, term FROM terms_instance ORDER BY doc, offset"
-                    ):
-                        found.setdefault(int(doc), []).append(str(token))
-                finally:
-                    conn.execute("ROLLBACK")
-                for i, term in enumerate(missing):
-                    self._cache[term] = tuple(found.get(i, ()))
-            return [self._cache[t] for t in terms]
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                conn.executemany(
+                    "INSERT INTO terms(rowid, term) VALUES (?, ?)", enumerate(distinct)
+                )
+                for doc, token in conn.execute(
+                    "SELECT doc, term FROM terms_instance ORDER BY doc, offset"
+                ):
+                    found.setdefault(int(doc), []).append(str(token))
+            finally:
+                conn.execute("ROLLBACK")
+        tokens = {term: tuple(found.get(i, ())) for i, term in enumerate(distinct)}
+        return [tokens[t] for t in terms]
 
     def close(self) -> None:
         self._conn.close()
