@@ -28,6 +28,9 @@ def words_of(text: str) -> list[str]:
     return _TOKEN.findall(lowered)
 
 
+_CACHE_LIMIT = 200_000  # tokens whose codes are kept
+
+
 class HashingEmbedder:
     """Signed feature hashing of lowercased word unigrams and bigrams, L2-normalized."""
 
@@ -45,12 +48,20 @@ class HashingEmbedder:
 
     def _code(self, token: str) -> int:
         """``2·slot + sign bit`` of a token (one cached int per token)."""
-        digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
-        value = int.from_bytes(digest, "little")
-        code = 2 * (value % self._dimension) + ((value >> 63) & 1)
-        if len(self._cache) < 200_000:
-            self._cache[token] = code
-        return code
+        return self._codes([token])[0]
+
+    def _codes(self, tokens: Sequence[str]) -> list[int]:
+        """:meth:`_code` of each of ``tokens`` (distinct): their blake2b-64 digests, then the
+        slots and signs of all of them in one numpy pass (uint64: the same integers)."""
+        blake2b = hashlib.blake2b
+        digests = b"".join([blake2b(t.encode("utf-8"), digest_size=8).digest() for t in tokens])
+        values = np.frombuffer(digests, dtype="<u8")
+        dimension = np.uint64(self._dimension)
+        codes: list[int] = (2 * (values % dimension) + (values >> np.uint64(63))).tolist()
+        room = _CACHE_LIMIT - len(self._cache)
+        if room > 0:
+            self._cache.update(zip(tokens[:room], codes[:room], strict=True))
+        return codes
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         dimension = self._dimension
@@ -63,10 +74,11 @@ class HashingEmbedder:
             grams += map(join, pairwise(words))
             counts.append(2 * len(words) - 1 if words else 0)
         codes: list[int | None] = list(map(self._cache.get, grams))
-        if None in codes:
-            for at, code in enumerate(codes):
-                if code is None:
-                    codes[at] = self._code(grams[at])
+        if None in codes:  # each missing gram is hashed once, however often the batch has it
+            absent = [gram for gram, code in zip(grams, codes, strict=True) if code is None]
+            missing = list(dict.fromkeys(absent))
+            found = dict(zip(missing, self._codes(missing), strict=True))
+            codes = [found[g] if c is None else c for g, c in zip(grams, codes, strict=True)]
         if not codes:
             return np.zeros((len(texts), dimension), dtype=np.float32)
         rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
