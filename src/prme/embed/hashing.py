@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from contextlib import suppress
 from itertools import pairwise
 
 import numpy as np
@@ -75,10 +76,14 @@ class HashingEmbedder:
             counts.append(2 * len(words) - 1 if words else 0)
         codes: list[int | None] = list(map(self._cache.get, grams))
         if None in codes:  # each missing gram is hashed once, however often the batch has it
-            absent = [gram for gram, code in zip(grams, codes, strict=True) if code is None]
-            missing = list(dict.fromkeys(absent))
+            at, places = -1, []
+            with suppress(ValueError):  # list.index scans in C: a batch misses few grams
+                while True:
+                    places.append(at := codes.index(None, at + 1))
+            missing = list(dict.fromkeys([grams[at] for at in places]))
             found = dict(zip(missing, self._codes(missing), strict=True))
-            codes = [found[g] if c is None else c for g, c in zip(grams, codes, strict=True)]
+            for at in places:
+                codes[at] = found[grams[at]]
         if not codes:
             return np.zeros((len(texts), dimension), dtype=np.float32)
         rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
