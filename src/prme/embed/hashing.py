@@ -6,7 +6,9 @@ import hashlib
 import re
 from collections.abc import Sequence
 from contextlib import suppress
-from itertools import pairwise
+from functools import partial
+from itertools import compress, pairwise
+from operator import is_
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +31,7 @@ def words_of(text: str) -> list[str]:
     return _TOKEN.findall(lowered)
 
 
+_is_none = partial(is_, None)
 _CACHE_LIMIT = 200_000  # tokens whose codes are kept
 
 
@@ -64,6 +67,23 @@ class HashingEmbedder:
             self._cache.update(zip(tokens[:room], codes[:room], strict=True))
         return codes
 
+    def _filled(self, grams: list[str], codes: list[int | None], misses: int) -> list[int | None]:
+        """``codes`` (the cached code of each gram, None when missing: ``misses`` of them) with
+        the missing ones computed, each distinct gram once."""
+        if misses * 16 > len(codes):  # a cold cache: one pass in C over every gram
+            missing = list(dict.fromkeys(compress(grams, map(_is_none, codes))))
+            found = dict(zip(missing, self._codes(missing), strict=True))
+            return list(map(found.get, grams, codes))
+        at, places = -1, []
+        with suppress(ValueError):  # a warm cache misses few grams: list.index finds them in C
+            while True:
+                places.append(at := codes.index(None, at + 1))
+        missing = list(dict.fromkeys([grams[at] for at in places]))
+        found = dict(zip(missing, self._codes(missing), strict=True))
+        for at in places:
+            codes[at] = found[grams[at]]
+        return codes
+
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         dimension = self._dimension
         join = " ".join
@@ -75,15 +95,9 @@ class HashingEmbedder:
             grams += map(join, pairwise(words))
             counts.append(2 * len(words) - 1 if words else 0)
         codes: list[int | None] = list(map(self._cache.get, grams))
-        if None in codes:  # each missing gram is hashed once, however often the batch has it
-            at, places = -1, []
-            with suppress(ValueError):  # list.index scans in C: a batch misses few grams
-                while True:
-                    places.append(at := codes.index(None, at + 1))
-            missing = list(dict.fromkeys([grams[at] for at in places]))
-            found = dict(zip(missing, self._codes(missing), strict=True))
-            for at in places:
-                codes[at] = found[grams[at]]
+        misses = codes.count(None)
+        if misses:  # each missing gram is hashed once, however often the batch has it
+            codes = self._filled(grams, codes, misses)
         if not codes:
             return np.zeros((len(texts), dimension), dtype=np.float32)
         rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
