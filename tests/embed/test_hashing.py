@@ -164,3 +164,15 @@ def test_a_warm_cache_missing_a_few_grams_gives_the_bytes_of_a_cold_one() -> Non
     warm.embed(VARIED)
     batch = [*VARIED, "a quite new sentence", "x" * 3000, "a quite new sentence"]
     assert warm.embed(batch).tobytes() == HashingEmbedder(64).embed(batch).tobytes()
+
+
+def test_sums_in_float32_and_in_float64_give_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Batches of fewer than 2**24 grams sum in float32; larger ones in float64 (then cast).
+    from prme.embed import hashing
+
+    small = HashingEmbedder(64).embed(VARIED).tobytes()
+    monkeypatch.setattr(hashing, "_EXACT_IN_FLOAT32", 0)
+    assert HashingEmbedder(64).embed(VARIED).tobytes() == small
+    assert hashlib.sha256(small).hexdigest() == VARIED_SHA256[64]

@@ -33,6 +33,7 @@ def words_of(text: str) -> list[str]:
 
 _is_none = partial(is_, None)
 _CACHE_LIMIT = 200_000  # tokens whose codes are kept
+_EXACT_IN_FLOAT32 = 1 << 24  # float32 holds every integer below this exactly
 
 
 class HashingEmbedder:
@@ -102,11 +103,18 @@ class HashingEmbedder:
             return np.zeros((len(texts), dimension), dtype=np.float32)
         rows = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
         packed = np.fromiter(codes, np.int64, len(codes))
-        signs = np.where(packed & 1, 1.0, -1.0)
-        # ±1 sums are exact whatever the order, so one bincount matches a loop.
         cells = rows * dimension + (packed >> 1)
-        sums = np.bincount(cells, weights=signs, minlength=len(texts) * dimension)
-        out = sums.astype(np.float32).reshape(len(texts), dimension)
+        # ±1 sums are exact whatever the order, so one pass matches a loop: in float32 while
+        # every sum stays below 2**24 (fewer grams than that in the batch), else in float64
+        # (and cast: the same values).
+        if len(codes) < _EXACT_IN_FLOAT32:
+            flat = np.zeros(len(texts) * dimension, dtype=np.float32)
+            np.add.at(flat, cells, np.where(packed & 1, np.float32(1), np.float32(-1)))
+        else:
+            signs = np.where(packed & 1, 1.0, -1.0)
+            sums = np.bincount(cells, weights=signs, minlength=len(texts) * dimension)
+            flat = sums.astype(np.float32)
+        out = flat.reshape(len(texts), dimension)
         # The squares of the integer sums add up exactly in any order, so the norms equal
         # np.linalg.norm of each row; rows without tokens stay zero (divided by 1).
         norms = np.sqrt(np.einsum("ij,ij->i", out, out))
