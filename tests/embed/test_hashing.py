@@ -155,3 +155,24 @@ def test_any_batch_equals_each_text_from_the_definition(texts: list[str]) -> Non
 def test_words_are_the_regex_runs_of_the_lowercased_text(text: str) -> None:
     # ASCII text (also once lowered, e.g. the Kelvin sign) is split in C, the rest by regex.
     assert words_of(text) == re.findall(r"\w+", text.lower())
+
+
+def test_a_warm_cache_missing_a_few_grams_gives_the_bytes_of_a_cold_one() -> None:
+    # A batch that misses few of its grams fills them in place; one that misses many (a cold
+    # cache) refills every code: both give the vectors a fresh embedder gives.
+    warm = HashingEmbedder(64)
+    warm.embed(VARIED)
+    batch = [*VARIED, "a quite new sentence", "x" * 3000, "a quite new sentence"]
+    assert warm.embed(batch).tobytes() == HashingEmbedder(64).embed(batch).tobytes()
+
+
+def test_sums_in_float32_and_in_float64_give_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Batches of fewer than 2**24 grams sum in float32; larger ones in float64 (then cast).
+    from prme.embed import hashing
+
+    small = HashingEmbedder(64).embed(VARIED).tobytes()
+    monkeypatch.setattr(hashing, "_EXACT_IN_FLOAT32", 0)
+    assert HashingEmbedder(64).embed(VARIED).tobytes() == small
+    assert hashlib.sha256(small).hexdigest() == VARIED_SHA256[64]

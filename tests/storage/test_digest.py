@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -25,6 +26,8 @@ from prme.storage.digest import DigestState
 from prme.storage.sqlite import DB_FILE, SQLiteStore
 
 ClientFactory = Callable[..., MemoryClient]
+# The digest of the pack filled in test_a_batch_stores_what_earlier_versions_stored.
+GOLDEN_DIGEST = "8193525505965157b1175c517ae91cbe7b1339aec33ad0bf3b9564d1fa2a7628"
 ITEMS: list[Any] = [
     "Aster runs on PostgreSQL in Lisbon",
     {"content": "Bruno Keller prefers Redis", "node_type": "preference", "scope": "project"},
@@ -322,3 +325,23 @@ def test_a_batch_of_row_hashes_tells_apart_values_that_compare_equal() -> None:
     expected = [digest.row_hash(*args) for args in zip(rows, names, vectors, strict=True)]
     assert digest.row_hashes_of(rows, names, vectors) == expected
     assert len(set(expected)) == 4
+
+
+def test_a_batch_stores_what_earlier_versions_stored(
+    client: MemoryClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fixed ids (os.urandom) and clock: the pack digest and row hashes earlier versions of
+    # store_many computed for these inputs (before its rows were built and hashed by column),
+    # so a pack filled with the same inputs keeps its digest.
+    stream = np.random.default_rng(7)
+    monkeypatch.setattr(os, "urandom", stream.bytes)
+    items = [
+        *ITEMS,
+        *(
+            {"content": f"Note {i} about Aster and Basalt", "confidence": 0.3 + i / 100}
+            for i in range(40)
+        ),
+        {"content": 'Émile\'s "quoted" note\tabout Zürich', "role": "assistant", "pinned": True},
+    ]
+    client.store_many(items, user_id="alice")
+    assert client.pack_digest() == GOLDEN_DIGEST

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from prme.bulk import gc_paused
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import InvalidInputError, NotFoundError
@@ -293,6 +294,14 @@ def store(engine: Engine, content: str, *, dedupe: bool = False, **fields: Any) 
 
 
 def store_many(engine: Engine, items: Sequence[Mapping[str, Any]], *, user_id: str) -> list[str]:
+    """Validate and store a batch in one transaction; the ids in item order. The cyclic GC
+    is paused meanwhile: the batch's objects all live until it is written, and each
+    automatic collection would rescan them (and everything else the process holds)."""
+    with gc_paused():
+        return _store_batch(engine, items, user_id)
+
+
+def _store_batch(engine: Engine, items: Sequence[Mapping[str, Any]], user_id: str) -> list[str]:
     if not isinstance(items, Sequence) or isinstance(items, str | bytes):
         raise InvalidInputError("items", "must be a list of memory objects", items)
     owner = require_owner(user_id)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Sequence
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from prme.canonical import canonical_json
@@ -74,6 +74,7 @@ VALUE_COLUMNS = (
     "ttl_days",
 )
 MEMORY_COLUMNS = ("rowid", *VALUE_COLUMNS)  # a whole stored row
+USER_ID = VALUE_COLUMNS.index("user_id")  # the owner column
 PINNED = VALUE_COLUMNS.index("pinned")  # SQLite stores the boolean as INTEGER 0/1
 DERIVED_COLUMNS = ("content_sha256", "condition_state")  # computed from the node on insert
 NODE_COLUMNS = tuple(c for c in VALUE_COLUMNS if c not in DERIVED_COLUMNS)
@@ -116,64 +117,71 @@ def insert_memories_sql(mark: str) -> str:
     return f"INSERT INTO memories({select_list(MEMORY_COLUMNS)}) VALUES ({marks})"
 
 
-def node_rows(nodes: Iterable[MemoryNode]) -> list[tuple[Any, ...]]:
+def node_rows(nodes: Sequence[MemoryNode]) -> list[tuple[Any, ...]]:
     """The ``memories`` column values after ``rowid`` of each node (``VALUE_COLUMNS``; times as
-    UTC microseconds). A batch's memories mostly share their times (the batch's clock
-    reading), so each distinct time is converted once. A hot path: fields are read from the
-    node's ``__dict__`` and enum members give their ``_value_`` (what ``.value`` returns,
-    without the descriptor's cost)."""
-    micros: dict[datetime, int] = {}
+    UTC microseconds): :func:`node_columns`, row by row."""
+    return list(zip(*node_columns(nodes), strict=True))
 
-    def us(value: datetime) -> int:
-        found = micros.get(value)
-        if found is None:
-            found = micros[value] = to_us(value)
-        return found
 
-    sha256 = hashlib.sha256
-    out: list[tuple[Any, ...]] = []
-    append = out.append
-    for node in nodes:
-        n = node.__dict__
-        content, metadata, refs = n["content"], n["metadata"], n["evidence_refs"]
-        event_time, valid_to = n["event_time"], n["valid_to"]
-        condition = None
-        if metadata is not None and "condition_state" in metadata:
-            condition = str(metadata["condition_state"])
-        append(
-            (
-                str(n["id"]),
-                n["user_id"],
-                n["scope"]._value_,
-                n["node_type"]._value_,
-                content,
-                sha256(content.encode("utf-8")).hexdigest(),
-                None if metadata is None else canonical_json(metadata),
-                condition,
-                n["session_id"],
-                n["role"],
-                us(n["created_at"]),
-                us(n["updated_at"]),
-                None if event_time is None else us(event_time),
-                us(n["valid_from"]),
-                None if valid_to is None else us(valid_to),
-                n["confidence"],
-                n["salience"],
-                n["confidence_base"],
-                n["salience_base"],
-                n["epistemic_type"]._value_,
-                n["source_type"]._value_,
-                n["lifecycle_state"]._value_,
-                n["decay_profile"]._value_,
-                us(n["last_reinforced_at"]),
-                n["reinforcement_boost"],
-                bool(n["pinned"]),
-                # json.dumps of the id strings (no character in them needs escaping)
-                '["' + '", "'.join([str(r) for r in refs]) + '"]' if refs else "[]",
-                n["ttl_days"],
-            )
-        )
-    return out
+_VALUE = attrgetter("_value_")  # an enum member's value (what ``.value`` returns, cheaper)
+
+
+def _evidence_refs(refs: Sequence[uuid.UUID]) -> str:
+    """``json.dumps`` of the id strings (no character in them needs escaping)."""
+    if len(refs) == 1:
+        return f'["{refs[0]}"]'
+    return '["' + '", "'.join([str(r) for r in refs]) + '"]' if refs else "[]"
+
+
+def node_columns(nodes: Sequence[MemoryNode]) -> list[list[Any]]:
+    """The values of each ``memories`` column after ``rowid`` (``VALUE_COLUMNS`` order) of
+    ``nodes``, column by column. A hot path (store_many): each column is one pass over the
+    nodes' ``__dict__`` in C where it can be; a batch's memories mostly share their times (the
+    batch's clock reading), so each distinct time is converted once."""
+    fields = [node.__dict__ for node in nodes]
+
+    def column(name: str) -> list[Any]:
+        return list(map(itemgetter(name), fields))
+
+    def micros(name: str) -> list[int | None]:
+        times = column(name)
+        found = {t: None if t is None else to_us(t) for t in set(times)}
+        return list(map(found.__getitem__, times))
+
+    contents, metadata, sha256 = column("content"), column("metadata"), hashlib.sha256
+    return [
+        list(map(str, column("id"))),
+        column("user_id"),
+        list(map(_VALUE, column("scope"))),
+        list(map(_VALUE, column("node_type"))),
+        contents,
+        [sha256(content.encode("utf-8")).hexdigest() for content in contents],
+        [None if meta is None else canonical_json(meta) for meta in metadata],
+        [
+            str(meta["condition_state"]) if meta is not None and "condition_state" in meta else None
+            for meta in metadata
+        ],
+        column("session_id"),
+        column("role"),
+        micros("created_at"),
+        micros("updated_at"),
+        micros("event_time"),
+        micros("valid_from"),
+        micros("valid_to"),
+        column("confidence"),
+        column("salience"),
+        column("confidence_base"),
+        column("salience_base"),
+        list(map(_VALUE, column("epistemic_type"))),
+        list(map(_VALUE, column("source_type"))),
+        list(map(_VALUE, column("lifecycle_state"))),
+        list(map(_VALUE, column("decay_profile"))),
+        micros("last_reinforced_at"),
+        column("reinforcement_boost"),
+        list(map(bool, column("pinned"))),
+        list(map(_evidence_refs, column("evidence_refs"))),
+        column("ttl_days"),
+    ]
 
 
 def index_row(r: tuple[Any, ...], doc_len: int) -> dict[str, Any]:

@@ -93,6 +93,9 @@ _SCALARS: dict[type, Callable[[Any], str]] = {
 }
 
 
+_SAMPLE = 32  # a column's first values, which tell whether it repeats few values
+
+
 def _column_texts(values: list[Any]) -> list[str] | None:
     """The canonical JSON text of each value of one column, or None when a value is not a
     plain JSON scalar (or a float is not finite): the caller then takes the generic path."""
@@ -109,7 +112,10 @@ def _column_texts(values: list[Any]) -> list[str] | None:
     if float in kinds and not all(math.isfinite(v) for v in values if type(v) is float):
         return None
     if len(kinds) == 1:
-        return list(map(_SCALARS[kinds.pop()], values))
+        encode = _SCALARS[kinds.pop()]
+        if len(set(values[:_SAMPLE])) * 4 <= _SAMPLE:  # few distinct values: each encoded once
+            return list(map({v: encode(v) for v in set(values)}.__getitem__, values))
+        return list(map(encode, values))
     return [_SCALARS[type(v)](v) for v in values]
 
 
@@ -118,17 +124,33 @@ def row_hashes_of(
     entities: Sequence[Iterable[str]],
     vectors_le: Sequence[bytes | None],
 ) -> list[int]:
-    """:func:`row_hash` of each row, the same values: a batch's values are encoded column by
-    column (each column's values share a type, so each is encoded by one C function over
-    the column), and each row's canonical text is joined from its columns' texts."""
+    """:func:`row_hash` of each row, the same values (see :func:`column_hashes`)."""
     columns = [list(column) for column in zip(*rows, strict=True)]
-    if columns:
-        columns[PINNED] = list(map(bool, columns[PINNED]))
-    texts = [_column_texts(column) for column in columns]
+    if len(columns) != len(VALUE_COLUMNS):
+        return [row_hash(*args) for args in zip(rows, entities, vectors_le, strict=True)]
+    return column_hashes(columns, entities, vectors_le)
+
+
+def column_hashes(
+    columns: Sequence[list[Any]],
+    entities: Sequence[Iterable[str]],
+    vectors_le: Sequence[bytes | None],
+) -> list[int]:
+    """:func:`row_hash` of each row of ``columns`` (one list of values per column of
+    ``VALUE_COLUMNS``, in order), the same values: a batch's values are encoded column by
+    column (each column's values share a type, so each is encoded by one C function over the
+    column), and each row's canonical text is joined from its columns' texts."""
+    texts = [
+        _column_texts(list(map(bool, column)) if at == PINNED else column)
+        for at, column in enumerate(columns)
+    ]
     names = [sorted(set(n)) for n in entities]
-    if len(texts) != len(VALUE_COLUMNS) or any(t is None for t in texts):
-        return [row_hash(*args) for args in zip(rows, names, vectors_le, strict=True)]
-    if not all(type(name) is str for row_names in names for name in row_names):
+    if (
+        len(texts) != len(VALUE_COLUMNS)
+        or any(t is None for t in texts)
+        or not all(type(name) is str for row_names in names for name in row_names)
+    ):
+        rows = zip(*columns, strict=True)
         return [row_hash(*args) for args in zip(rows, names, vectors_le, strict=True)]
     hashes = []
     sha256 = hashlib.sha256

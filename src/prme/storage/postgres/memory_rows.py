@@ -41,7 +41,7 @@ from prme.storage.columns import (
     MEMORY_COLUMNS,
     NODE_COLUMNS,
     index_row,
-    node_rows,
+    node_columns,
     row_to_node,
     select_list,
 )
@@ -117,32 +117,30 @@ class MemoryRows(OwnerIndexCache):
         self._refuse_if_frozen("store")
         if not nodes:
             return
-        rows = node_rows(nodes)
+        columns = node_columns(nodes)
         encoded = PgVector.encode_rows(vectors, len(nodes))
-        little = np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")
-        hashes = [
-            pack_digest_.row_hash(row, names, little[i].tobytes())
-            for i, (row, names) in enumerate(zip(rows, entities, strict=True))
-        ]
+        little = np.ascontiguousarray(vectors[: len(nodes)], dtype="<f4")
+        blobs = [little[i].tobytes() for i in range(len(nodes))]
+        hashes = pack_digest_.column_hashes(columns, entities, blobs)
         with self.transaction() as conn:
             self._lock_content(conn)
             (first,) = self._run(
                 conn, "SELECT COALESCE(MAX(rowid), 0) + 1 FROM memories"
             ).fetchone() or (1,)
-            last = first + len(rows) - 1
+            last = first + len(nodes) - 1
             rowids = range(first, last + 1)
             links = {  # one link per (owner, name, memory), as the primary key wants
                 (node.user_id, name, rowid): None
                 for rowid, node, names in zip(rowids, nodes, entities, strict=True)
                 for name in names
             }
-            small = len(rows) <= _SMALL_BATCH
+            small = len(nodes) <= _SMALL_BATCH
             with conn.pipeline() if small else nullcontext():
                 self._bulk(
                     conn,
                     "memories",
                     _MEMORY_COLUMNS,
-                    [(r, *row) for r, row in zip(rowids, rows, strict=True)],
+                    list(zip(rowids, *columns, strict=True)),
                     small,
                 )
                 self._bulk(

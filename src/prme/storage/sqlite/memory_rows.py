@@ -22,8 +22,9 @@ from prme.models.receipt import PackIdentity
 from prme.storage import digest as pack_digest_
 from prme.storage.columns import (
     NODE_COLUMNS,
+    USER_ID,
     insert_memories_sql,
-    node_rows,
+    node_columns,
     row_to_node,
     select_list,
 )
@@ -71,19 +72,18 @@ class MemoryRows(OwnerIndexCache):
         self._refuse_if_frozen("store")
         if not nodes:
             return
-        rows = node_rows(nodes)
-        little = np.ascontiguousarray(vectors[: len(rows)], dtype="<f4")
-        if little.ndim != 2 or little.shape[0] != len(rows):
-            raise ValueError(f"{len(rows)} memories but vectors of shape {vectors.shape}")
+        columns = node_columns(nodes)
+        count = len(nodes)
+        little = np.ascontiguousarray(vectors[:count], dtype="<f4")
+        if little.ndim != 2 or little.shape[0] != count:
+            raise ValueError(f"{count} memories but vectors of shape {vectors.shape}")
         flat, width = little.tobytes(), little.itemsize * little.shape[1]
-        blobs = [flat[at : at + width] for at in range(0, width * len(rows), width)]
-        hashes = pack_digest_.row_hashes_of(rows, entities, blobs)
+        blobs = [flat[at : at + width] for at in range(0, width * count, width)]
+        hashes = pack_digest_.column_hashes(columns, entities, blobs)
         with self._write() as conn:
             first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
-            rowids = list(range(first, first + len(rows)))
-            conn.executemany(
-                _INSERT_MEMORIES, [(rowid, *row) for rowid, row in zip(rowids, rows, strict=True)]
-            )
+            rowids = list(range(first, first + count))
+            conn.executemany(_INSERT_MEMORIES, zip(rowids, *columns, strict=True))
             # FTS5 indexes the text just written (read back in SQLite, not bound again).
             conn.execute(
                 "INSERT INTO memories_fts(rowid, content)"
@@ -96,14 +96,14 @@ class MemoryRows(OwnerIndexCache):
             conn.executemany(
                 "INSERT OR IGNORE INTO entities(user_id, name, memory_rowid) VALUES (?, ?, ?)",
                 [
-                    (node.user_id, name, rowid)
-                    for rowid, node, names in zip(rowids, nodes, entities, strict=True)
+                    (owner, name, rowid)
+                    for rowid, owner, names in zip(rowids, columns[USER_ID], entities, strict=True)
                     for name in names
                 ],
             )
             self._update_digest(conn, hashes, ())
             self._bump(conn, "write_seq")
-            self._bump_owners(conn, {node.user_id for node in nodes})
+            self._bump_owners(conn, set(columns[USER_ID]))
 
     def delete_memory(self, user_id: str, node_id: str) -> bool:
         self._refuse_if_frozen("delete")
