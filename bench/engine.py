@@ -66,13 +66,14 @@ a kept pack; ``--storage`` for gate 2). Issue baseline (load average 4-8) and no
     100k  3.0k             34 / 52             ->     3.4 s -> 32 ms   243 MiB         0.991*
           -> 21.1k (22.6k) 6.52 / 7.49
     1M    2.5k             431 / 775           ->     58.6 s ->        7.7 GB ->       0.928
-          -> 15.3k (18.3k) 23.8-25.9 / 28.1-29.6      0.31-1.16 s      2,118 MiB***    (0.941)
+          -> 15.3k (17.2k) 23.8-25.9 / 28.1-29.6      0.31-1.16 s      2,118 MiB***    (0.941)
 
-    Gate 2, 30 trials: 0.021 s at 1k and 10k, 0.025 s at 100k, 0.022 s at 1M (149 s before). A limit-20
-    receipt: 3.5 KB p50, 4.7 KB max. * measured with the index built below the engine's
-    threshold (131,072 rows): at 100k the engine scans exactly. 1M store_many: 15.3k/s in two
-    runs (17.2-18.3k per CPU-s). *** 1,935 MiB of it file-backed: the mapped vectors and HNSW
-    graphs (page cache the kernel may drop); anonymous memory 206 MiB. recall@10 in brackets:
+    Gate 2, 30 trials: 0.021 s at 1k and 10k, 0.025 s at 100k, 0.022 s at 1M (149 s
+    before). A limit-20 receipt: 3.5 KB p50, 4.7 KB max. * measured with the index built
+    below the engine's threshold (131,072 rows): at 100k the engine scans exactly. 1M
+    store_many: 15.3k/s in two runs (17.2-18.3k per CPU-s). *** 1,935 MiB of it file-backed:
+    the mapped vectors and HNSW graphs (page cache the kernel may drop); anonymous memory
+    206 MiB. recall@10 in brackets:
     with the lexical and graph candidates rescored in.
 """
 
