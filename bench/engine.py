@@ -73,8 +73,7 @@ a kept pack; ``--storage`` for gate 2). Issue baseline (load average 4-8) and no
     below the engine's threshold (131,072 rows): at 100k the engine scans exactly. 1M
     store_many: 15.3k/s in two runs (17.2-18.3k per CPU-s). *** 1,935 MiB of it file-backed:
     the mapped vectors and HNSW graphs (page cache the kernel may drop); anonymous memory
-    206 MiB. recall@10 in brackets:
-    with the lexical and graph candidates rescored in.
+    206 MiB. recall@10 in brackets: with the lexical and graph candidates rescored in.
 """
 
 from __future__ import annotations
