@@ -35,14 +35,18 @@ import numpy.typing as npt
 from bench.engine import memories, queries
 from prme.index.postings import ARRAYS, OFFSET_DTYPES, OwnerPostings, Vocabulary
 from prme.retrieval.query import analyze_query
-from prme.storage import fts5_lexical
 from prme.storage.fts5_lexical import DocumentTokenizer, QueryTokenizer
+
+try:
+    from prme.index.lexical import ranked
+except ImportError:  # (a commit before it moved out of the SQLite module, timed for comparison)
+    from prme.storage.fts5_lexical import ranked  # type: ignore[attr-defined,no-redef]
 
 TOKENIZE = "unicode61"
 BATCH = 32768
 TOTAL = [0]  # the token total of the loaded corpus
 SHORTEST = [0]  # its shortest document
-GIVES_SHORTEST = "shortest" in inspect.signature(fts5_lexical.ranked).parameters
+GIVES_SHORTEST = "shortest" in inspect.signature(ranked).parameters
 
 
 def build(size: int) -> tuple[OwnerPostings, npt.NDArray[np.int64]]:
@@ -91,8 +95,8 @@ def search(
     k: int,
 ) -> Any:
     if not GIVES_SHORTEST:  # (the code before it took the shortest length)
-        return fts5_lexical.ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k)
-    return fts5_lexical.ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k, SHORTEST[0])
+        return ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k)
+    return ranked(postings, doc_len, TOTAL[0], in_scope, phrases, k, SHORTEST[0])
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The lexical channel's top-k (prme.index.bm25_topk, through fts5_lexical.ranked) is exactly
+"""The lexical channel's top-k (prme.index.bm25_topk, through prme.index.lexical.ranked) is exactly
 what scoring every matching document gives: the same positions, the same scores bit for bit,
 the same order (score descending, then position), whatever the phrases (multi-token, repeated
 tokens, repeated phrases, tokens no row holds), the scope, ``k`` and the segments; and with
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from prme.index import bm25_topk
 from prme.index.bm25 import bm25_idf, bm25_scores
+from prme.index.lexical import ranked
 from prme.index.postings import OwnerPostings, Vocabulary
-from prme.storage.fts5_lexical import ranked
 
 WORDS = ["a", "b", "c", "d", "e", "f"]  # few tokens and short rows: many ties and phrase hits
 

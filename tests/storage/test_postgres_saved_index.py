@@ -25,8 +25,8 @@ from prme import MemoryClient
 from prme.config import RetrievalConfig
 from prme.index import owner_index
 from prme.index.ann import segment_ranges
+from prme.index.lexical import shared_postings
 from prme.index.owner_index import OwnerIndex
-from prme.storage.fts5_lexical import shared_postings
 from prme.storage.postgres import PostgresStore, drop_schema, saved_index
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)

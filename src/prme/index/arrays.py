@@ -18,3 +18,11 @@ def distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     result: npt.NDArray[np.int64] = ordered[keep]
     return result
+
+
+def comma_integers(text: str | None) -> npt.NDArray[np.int64]:
+    """The integers of comma-separated ``text`` (as SQL's ``group_concat`` and ``string_agg``
+    give them; none for NULL or empty text)."""
+    if not text:
+        return np.zeros(0, np.int64)
+    return np.fromstring(text, dtype=np.int64, sep=",")

@@ -26,9 +26,10 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from prme.index.arrays import comma_integers
+from prme.index.lexical import grown_postings
 from prme.index.owner_index import OwnerIndex
 from prme.index.postings import OwnerPostings
-from prme.storage.fts5_lexical import shared_postings
 
 Run = Callable[[str, Sequence[Any]], psycopg.Cursor[Any]]
 
@@ -64,12 +65,7 @@ def query_phrases(run: Run, terms: Sequence[str]) -> list[tuple[str, ...]]:
 def owner_postings(run: Run, index: OwnerIndex, user_id: str) -> OwnerPostings:
     """The postings of the owner's rows in ``index``: those read so far, grown by the rows
     appended since (their ``tsvector`` read through ``run``, in the caller's snapshot)."""
-    shared = shared_postings(index)
-    with shared.lock:
-        postings = shared.postings
-        if postings.size < index.size:
-            postings = shared.postings = _grown(run, index, postings, user_id)
-    return postings.upto(index.size)
+    return grown_postings(index, lambda postings: _grown(run, index, postings, user_id))
 
 
 def _grown(run: Run, index: OwnerIndex, postings: OwnerPostings, user_id: str) -> OwnerPostings:
@@ -83,12 +79,6 @@ def _grown(run: Run, index: OwnerIndex, postings: OwnerPostings, user_id: str) -
     return postings
 
 
-def _integers(text: str | None) -> npt.NDArray[np.int64]:
-    if not text:
-        return np.zeros(0, np.int64)
-    return np.array(text.split(","), dtype=np.int64)
-
-
 def _instances(
     row: tuple[Any, ...] | None, wanted: npt.NDArray[np.int64], start: int
 ) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -99,7 +89,7 @@ def _instances(
         return [], empty, empty, empty
     lexemes = [str(x) for x in row[0]]
     rows_per_lexeme = np.asarray(row[1], dtype=np.int64)
-    rowids, tfs = _integers(row[2]), _integers(row[3])
+    rowids, tfs = comma_integers(row[2]), comma_integers(row[3])
     positions = start + np.searchsorted(wanted, rowids)
     bounds = np.concatenate(([0], np.cumsum(rows_per_lexeme)))
     counts = np.add.reduceat(tfs, bounds[:-1]) if tfs.size else np.zeros(0, np.int64)

@@ -31,6 +31,7 @@ from psycopg_pool import ConnectionPool
 from prme.errors import StorageUnavailableError
 from prme.index.ann import segment_ranges
 from prme.index.index_file import IndexStamp
+from prme.index.lexical import postings_bm25
 from prme.index.owner_index import OwnerIndex
 from prme.models.enums import Scope
 from prme.models.memory import MemoryNode
@@ -45,7 +46,6 @@ from prme.storage.columns import (
     row_to_node,
     select_list,
 )
-from prme.storage.fts5_lexical import postings_bm25
 from prme.storage.owner_indexes import OwnerIndexCache
 from prme.storage.postgres import lexical, saved_index
 from prme.storage.postgres.digest import row_hashes

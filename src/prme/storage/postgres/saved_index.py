@@ -39,9 +39,9 @@ import psycopg
 
 from prme.index import index_file
 from prme.index.ann import AnnPolicy, segment_ranges
+from prme.index.lexical import shared_postings
 from prme.index.owner_index import SEGMENT_LOG, OwnerIndex
 from prme.index.postings import OwnerPostings
-from prme.storage.fts5_lexical import shared_postings
 from prme.storage.postgres.migrations import Conn
 
 FORMAT = 1

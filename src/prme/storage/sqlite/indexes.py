@@ -13,9 +13,10 @@ import numpy as np
 
 from prme.index import index_file
 from prme.index.ann import AnnPolicy
+from prme.index.lexical import shared_postings
 from prme.index.owner_index import OwnerIndex
 from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
-from prme.storage.fts5_lexical import first_varint, owner_postings, shared_postings
+from prme.storage.fts5_lexical import first_varint, owner_postings
 
 # Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
 INDEX_DIR = "index"
