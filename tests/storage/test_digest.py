@@ -42,6 +42,11 @@ ITEMS: list[Any] = [
 ]
 
 
+def row_hashes_of(rows: Any, names: Any, vectors: Any) -> list[int]:
+    """The batch hashes of ``rows`` (tuples of column values), as a store computes them."""
+    return digest.column_hashes([list(c) for c in zip(*rows, strict=True)], names, vectors)
+
+
 def _write_everything(client: MemoryClient) -> None:
     ids = client.store_many(ITEMS, user_id="alice")
     client.store("Carol keeps the Cobalt budget", user_id="carol", scope="project")
@@ -297,7 +302,7 @@ def test_a_batch_of_row_hashes_equals_each_row_hash(batch: Any) -> None:
     except ValueError as exc:
         expected = type(exc)
     try:
-        got: Any = digest.row_hashes_of(rows, names, vectors)
+        got: Any = row_hashes_of(rows, names, vectors)
     except ValueError as exc:
         got = type(exc)
     assert got == expected
@@ -323,7 +328,7 @@ def test_a_batch_of_row_hashes_tells_apart_values_that_compare_equal() -> None:
     names = [["b", "a", "b"]] * 4
     vectors = [b"\x01\x02", None, b"", b"\x03"]
     expected = [digest.row_hash(*args) for args in zip(rows, names, vectors, strict=True)]
-    assert digest.row_hashes_of(rows, names, vectors) == expected
+    assert row_hashes_of(rows, names, vectors) == expected
     assert len(set(expected)) == 4
 
 

@@ -8,6 +8,7 @@ import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from prme.canonical import canonical_json, sha256_hex
 from prme.models.memory import MemoryNode
@@ -18,11 +19,16 @@ from prme.storage.columns import (
     MEMORY_COLUMNS,
     NODE_COLUMNS,
     VALUE_COLUMNS,
-    node_rows,
+    node_columns,
 )
 from prme.timeutil import to_us
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
+
+
+def node_rows(nodes: list[MemoryNode]) -> list[tuple[Any, ...]]:
+    """The ``memories`` values of each node, row by row (as a store binds them)."""
+    return list(zip(*node_columns(nodes), strict=True))
 
 
 def test_a_batch_encodes_each_node_as_it_would_alone() -> None:

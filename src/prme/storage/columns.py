@@ -1,8 +1,8 @@
 """The ``memories`` columns, declared once: what both SQL backends store, read, hash and move.
 
 - :data:`VALUE_COLUMNS`: the stored columns after ``rowid``, in schema order (each backend's
-  schema declares them in this order; a test compares). :func:`node_rows` encodes nodes as
-  them, the digest's row hash covers them, export and import move them
+  schema declares them in this order; a test compares). :func:`node_columns` encodes nodes
+  as them, the digest's row hash covers them, export and import move them
   (:data:`MEMORY_COLUMNS` adds the ``rowid``);
 - :data:`NODE_COLUMNS`: the columns a :class:`MemoryNode` is read from (:func:`row_to_node`):
   every value column but the two derived ones (``content_sha256``, ``condition_state``);
@@ -42,7 +42,7 @@ from prme.models.enums import (
 from prme.models.memory import MemoryNode
 from prme.storage.timeutil import from_us, opt_from_us, to_us
 
-# The ``memories`` columns after ``rowid``, in schema order: what :func:`node_rows` returns.
+# The ``memories`` columns after ``rowid``, in schema order: what :func:`node_columns` returns.
 VALUE_COLUMNS = (
     "id",
     "user_id",
@@ -115,12 +115,6 @@ def insert_memories_sql(mark: str) -> str:
     """The INSERT of whole stored rows (:data:`MEMORY_COLUMNS`); ``mark`` is ``?`` or ``%s``."""
     marks = ",".join([mark] * len(MEMORY_COLUMNS))
     return f"INSERT INTO memories({select_list(MEMORY_COLUMNS)}) VALUES ({marks})"
-
-
-def node_rows(nodes: Sequence[MemoryNode]) -> list[tuple[Any, ...]]:
-    """The ``memories`` column values after ``rowid`` of each node (``VALUE_COLUMNS``; times as
-    UTC microseconds): :func:`node_columns`, row by row."""
-    return list(zip(*node_columns(nodes), strict=True))
 
 
 _VALUE = attrgetter("_value_")  # an enum member's value (what ``.value`` returns, cheaper)

@@ -119,18 +119,6 @@ def _column_texts(values: list[Any]) -> list[str] | None:
     return [_SCALARS[type(v)](v) for v in values]
 
 
-def row_hashes_of(
-    rows: Sequence[Sequence[Any]],
-    entities: Sequence[Iterable[str]],
-    vectors_le: Sequence[bytes | None],
-) -> list[int]:
-    """:func:`row_hash` of each row, the same values (see :func:`column_hashes`)."""
-    columns = [list(column) for column in zip(*rows, strict=True)]
-    if len(columns) != len(VALUE_COLUMNS):
-        return [row_hash(*args) for args in zip(rows, entities, vectors_le, strict=True)]
-    return column_hashes(columns, entities, vectors_le)
-
-
 def column_hashes(
     columns: Sequence[list[Any]],
     entities: Sequence[Iterable[str]],
