@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring  # what the canonical encoder writes strings with
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from prme.canonical import canonical_bytes, sha256_hex
 from prme.storage.columns import PINNED, VALUE_COLUMNS, select_list
 
@@ -117,6 +120,20 @@ def _column_texts(values: list[Any]) -> list[str] | None:
             return list(map({v: encode(v) for v in set(values)}.__getitem__, values))
         return list(map(encode, values))
     return [_SCALARS[type(v)](v) for v in values]
+
+
+def vectors_le(vectors: npt.NDArray[Any], count: int) -> list[bytes]:
+    """The first ``count`` rows of ``vectors`` as little-endian float32 bytes (what a row hash
+    covers, and what SQLite stores).
+
+    Raises:
+        ValueError: ``vectors`` does not hold ``count`` rows of one dimension.
+    """
+    little = np.ascontiguousarray(vectors[:count], dtype="<f4")
+    if little.ndim != 2 or little.shape[0] != count:
+        raise ValueError(f"{count} memories but vectors of shape {vectors.shape}")
+    flat, width = little.tobytes(), little.itemsize * little.shape[1]
+    return [flat[at : at + width] for at in range(0, width * count, width)]
 
 
 def column_hashes(

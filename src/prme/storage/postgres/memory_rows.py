@@ -119,8 +119,7 @@ class MemoryRows(OwnerIndexCache):
             return
         columns = node_columns(nodes)
         encoded = PgVector.encode_rows(vectors, len(nodes))
-        little = np.ascontiguousarray(vectors[: len(nodes)], dtype="<f4")
-        blobs = [little[i].tobytes() for i in range(len(nodes))]
+        blobs = pack_digest_.vectors_le(vectors, len(nodes))
         hashes = pack_digest_.column_hashes(columns, entities, blobs)
         with self.transaction() as conn:
             self._lock_content(conn)
@@ -404,10 +403,7 @@ class MemoryRows(OwnerIndexCache):
                 if not current or stamp.pack_id != self._pack_id:
                     return False  # never loaded: it would only replace a newer save
 
-                def run(sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
-                    return self._run(conn, sql, params)
-
-                postings = lexical.owner_postings(run, index, user_id)
+                postings = lexical.owner_postings(self._runner(conn), index, user_id)
                 saved_index.save(self._trace, conn, root, stamp, index, self.attest, postings)
         except (OSError, psycopg.Error, StorageUnavailableError):
             return False
@@ -424,10 +420,11 @@ class MemoryRows(OwnerIndexCache):
             index = self.owner_index(user_id)  # the owner index and the postings: one state
             if index is None:  # no embedder bound, so nothing is stored
                 return []
-
-            def run(sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
-                return self._run(conn, sql, params)
-
+            run = self._runner(conn)
             phrases = lexical.query_phrases(run, terms)
             postings = lexical.owner_postings(run, index, user_id)
             return postings_bm25(postings, index, index.scope_mask(scopes), phrases, k)
+
+    def _runner(self, conn: Conn) -> lexical.Run:
+        """Statements on ``conn`` for :mod:`~prme.storage.postgres.lexical` (traced as all are)."""
+        return lambda sql, params: self._run(conn, sql, params)

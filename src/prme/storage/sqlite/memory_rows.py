@@ -74,11 +74,7 @@ class MemoryRows(OwnerIndexCache):
             return
         columns = node_columns(nodes)
         count = len(nodes)
-        little = np.ascontiguousarray(vectors[:count], dtype="<f4")
-        if little.ndim != 2 or little.shape[0] != count:
-            raise ValueError(f"{count} memories but vectors of shape {vectors.shape}")
-        flat, width = little.tobytes(), little.itemsize * little.shape[1]
-        blobs = [flat[at : at + width] for at in range(0, width * count, width)]
+        blobs = pack_digest_.vectors_le(vectors, count)
         hashes = pack_digest_.column_hashes(columns, entities, blobs)
         with self._write() as conn:
             first = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0] + 1
