@@ -37,6 +37,7 @@ import numpy.typing as npt
 from prme.index import strings
 from prme.index.ann import segment_key, segment_ranges
 from prme.index.entity_graph import EntityGraph
+from prme.index.lexical import shared_postings
 from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
 from prme.index.postings import ARRAYS, DOCUMENT_ARRAYS, OFFSET_DTYPES, OwnerPostings
 from prme.index.strings import StringColumn
@@ -199,8 +200,9 @@ def save(
 
 
 def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | None:
-    """The saved index when its stamp is ``stamp`` (None otherwise, or when unreadable).
-    ``settings`` are the :class:`OwnerIndex` fields the store sets (``ann``, ``ann_dir``)."""
+    """The saved index when its stamp is ``stamp`` (None otherwise, or when unreadable), with
+    the lexical postings saved beside it (:func:`load_postings`) shared by it. ``settings`` are
+    the :class:`OwnerIndex` fields the store sets (``ann``, ``ann_dir``)."""
     if read_stamp(directory) != stamp:
         return None
     size = stamp.size
@@ -237,7 +239,7 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
     )
     if not shapes_ok or (size and int(columns["rowid"][-1]) != stamp.max_rowid):
         return None
-    return OwnerIndex(
+    index = OwnerIndex(
         stamp.dimension,
         size=size,
         columns=columns,
@@ -251,6 +253,13 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
         index_dir=directory,
         **settings,
     )
+    postings = load_postings(directory, stamp)
+    if postings is not None:
+        shared_postings(index).postings = postings
+    # saved without its lexical postings (before they were saved): it counts as unsaved, so it
+    # is saved again with them and the next process does not derive them from every row again
+    index.saved_size = size if postings is not None else 0
+    return index
 
 
 def _save_postings(directory: Path, postings: OwnerPostings, stamp: IndexStamp) -> None:

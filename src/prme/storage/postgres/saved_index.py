@@ -39,7 +39,6 @@ import psycopg
 
 from prme.index import index_file
 from prme.index.ann import AnnPolicy, segment_ranges
-from prme.index.lexical import shared_postings
 from prme.index.owner_index import SEGMENT_LOG, OwnerIndex
 from prme.index.postings import OwnerPostings
 from prme.storage.postgres.migrations import Conn
@@ -161,12 +160,6 @@ def load(
     index = index_file.load(directory, stamp, ann=ann, ann_dir=ann_dir)
     if index is None:
         return None
-    postings = index_file.load_postings(directory, stamp)
-    if postings is not None:
-        shared_postings(index).postings = postings
-    # saved without its lexical postings (before they were saved): saved again with them, so
-    # that the next process does not read every row's lexemes again
-    index.saved_size = stamp.size if postings is not None else 0
     if index.ann is not None:  # the segments this policy searches at this size, if saved
         ann_dir.mkdir(exist_ok=True)
         for segment in index_file.segment_keys(index, segment_ranges(stamp.size, index.ann)):
@@ -243,9 +236,9 @@ def save(
 ) -> bool:
     """Save ``index`` (built up to ``stamp``) for its owner, with its lexical ``postings`` when
     they cover it, replacing what was saved, in ``conn``'s transaction (the caller holds the
-    owner's save lock). The segments the policy
-    searches at this size are built first, so a new process loads them too; a segment saved
-    before with the same key (its rows and the policy) is kept, not uploaded again."""
+    owner's save lock). The segments the policy searches at this size are built first, so a
+    new process loads them too; a segment saved before with the same key (its rows and the
+    policy) is kept, not uploaded again."""
     user_id = stamp.user_id
     if index.ann is not None and index.uses_ann():
         for start, end in segment_ranges(stamp.size, index.ann):

@@ -13,7 +13,6 @@ import numpy as np
 
 from prme.index import index_file
 from prme.index.ann import AnnPolicy
-from prme.index.lexical import shared_postings
 from prme.index.owner_index import OwnerIndex
 from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
 from prme.storage.fts5_lexical import first_varint, owner_postings
@@ -90,15 +89,7 @@ def saved(
     ).fetchone()
     if int(count) != stamp.size:
         return None
-    index = index_file.load(directory, stamp, ann=ann, ann_dir=root)
-    if index is not None:
-        postings = index_file.load_postings(directory, stamp)
-        if postings is not None:
-            shared_postings(index).postings = postings
-        # saved without its postings (before they were saved): saved again with them, so
-        # that the next process does not tokenize every row again
-        index.saved_size = stamp.size if postings is not None else 0
-    return index
+    return index_file.load(directory, stamp, ann=ann, ann_dir=root)
 
 
 def save(
