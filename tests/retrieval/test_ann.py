@@ -471,3 +471,32 @@ def test_a_built_segment_is_searched_through_its_saved_file(tmp_path: Path) -> N
     for (a, b), segment in saved.segments.items():
         graph, built = segment._graph, kept.segments[(a, b)]._graph
         assert graph.memory_usage < built.memory_usage // 10
+
+
+def test_segments_searched_side_by_side_and_by_many_callers_give_the_serial_results() -> None:
+    """The segments of one search run on worker threads, and several retrievals may search
+    the same graphs at once: every answer is the one a lone, serial search gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    vectors = embedded(2600, seed=8)
+    ann = build(vectors, POLICY)
+    ranges = segment_ranges(ann.size, POLICY)
+    assert len(ranges) >= 3
+    mask = np.ones(ann.size, dtype=np.bool_)
+    queries = vectors[::37]
+
+    def serial(query: np.ndarray[Any, Any]) -> list[list[int]]:
+        return [
+            sorted(ann.segment(a, b).search(query, 40, POLICY.expansion_search).tolist())
+            for a, b in ranges
+        ]
+
+    alone = [serial(q) for q in queries]
+    want = [ann.vector_search(q, mask, 40) for q in queries]
+    with ThreadPoolExecutor(6) as callers:
+        for _ in range(3):
+            got = list(callers.map(lambda q: ann.vector_search(q, mask, 40), queries))
+            for (gp, gc), (wp, wc) in zip(got, want, strict=True):
+                np.testing.assert_array_equal(gp, wp)
+                np.testing.assert_array_equal(gc, wc)
+            assert list(callers.map(serial, queries)) == alone

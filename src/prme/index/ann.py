@@ -28,6 +28,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
@@ -135,6 +136,9 @@ class Segment:
 
     def __init__(self, start: int, end: int, graph: Any) -> None:
         self.start, self.end, self._graph = start, end, graph
+        # usearch keeps the search expansion on the index and one search context per thread
+        # slot: a graph answers one search at a time; different graphs search in parallel.
+        self._lock = threading.Lock()
 
     def search(
         self, query: npt.NDArray[np.float32], count: int, expansion: int
@@ -143,15 +147,59 @@ class Segment:
         count = min(count, self.end - self.start)
         if count <= 0:
             return np.zeros(0, np.int64)
-        # expansion is a property of the index: set per call under the segment's lock
-        with _SEARCH_LOCK:
+        with self._lock:
             self._graph.expansion_search = max(expansion, count)
             found = self._graph.search(query, count, threads=1)
         keys: npt.NDArray[np.int64] = np.asarray(found.keys, dtype=np.int64)
         return keys
 
 
-_SEARCH_LOCK = threading.Lock()
+class SearchPool:
+    """Worker threads that search an owner's segments side by side (usearch releases the
+    GIL), one per CPU this process may use, started on first use (and again in a forked
+    child, which does not inherit its parent's threads). Each segment's result depends on
+    that segment alone, so the union is the same whichever thread searched what."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def _workers(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None or self._pid != os.getpid():
+                workers = max(1, min(usable_cpus(), MAX_SEARCH_THREADS))
+                self._executor = ThreadPoolExecutor(workers, thread_name_prefix="prme-ann")
+                self._pid = os.getpid()
+            return self._executor
+
+    def search(
+        self,
+        segments: Sequence[Segment],
+        query: npt.NDArray[np.float32],
+        count: int,
+        expansion: int,
+    ) -> list[npt.NDArray[np.int64]]:
+        """Each segment's :meth:`Segment.search`: the first here, the rest on the workers."""
+        if len(segments) <= 1:
+            return [s.search(query, count, expansion) for s in segments]
+        try:
+            started = [
+                self._workers().submit(s.search, query, count, expansion) for s in segments[1:]
+            ]
+        except RuntimeError:  # the interpreter is shutting down: search here
+            return [s.search(query, count, expansion) for s in segments]
+        return [segments[0].search(query, count, expansion), *(f.result() for f in started)]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS reports one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+MAX_SEARCH_THREADS = 4
+SEARCH_POOL = SearchPool()
 
 
 def _new_graph(policy: AnnPolicy, dimension: int) -> Any:

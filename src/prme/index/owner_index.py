@@ -25,6 +25,7 @@ import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
 from prme.index.ann import (
+    SEARCH_POOL,
     AnnPolicy,
     Segment,
     build_segment,
@@ -370,9 +371,8 @@ class OwnerIndex:
             return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
         ranges = segment_ranges(size, self.ann)
         count = oversampled_count(k, size, allowed)
-        found = [
-            self.segment(a, b).search(query, count, self.ann.expansion_search) for a, b in ranges
-        ]
+        segments = [self.segment(a, b) for a, b in ranges]
+        found = SEARCH_POOL.search(segments, query, count, self.ann.expansion_search)
         found.append(np.arange(ranges[-1][1] if ranges else 0, size, dtype=np.int64))
         pool = distinct(np.concatenate(found))
         pool = pool[mask[pool]]
