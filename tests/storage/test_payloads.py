@@ -15,10 +15,12 @@ from prme import IntegrityError, MemoryClient
 from prme.canonical import canonical_json, sha256_hex
 from prme.services.integrity import check_pack
 from prme.storage import payloads
+from prme.storage.receipt_dictionary import RECEIPT_DICTIONARY_V1
 from prme.storage.sqlite import DB_FILE
 
 NOW = datetime(2026, 9, 1, tzinfo=UTC)
 PEOPLE = ("Alice Moreau", "Bruno Keller", "Chen Wei", "Dana Okafor", "Elif Yilmaz")
+DICTIONARY_V1_ADLER32 = 616309932  # RECEIPT_DICTIONARY_V1, as receipts name it
 TOOLS = ("PostgreSQL", "Redis", "Kafka", "Terraform", "Grafana", "Airflow")
 
 
@@ -53,6 +55,44 @@ def test_the_stored_form_round_trips_and_only_receipts_are_compressed() -> None:
     for damaged in (stored[:-3], stored + b" "):  # truncated, or bytes after the stream
         with pytest.raises(zlib.error):
             payloads.decode(damaged)
+
+
+def test_receipts_name_the_preset_dictionary_and_it_never_changes() -> None:
+    text = canonical_json({"candidates": [{"node_id": "x" * 36, "score": 0.5}] * 20})
+    stored = payloads.encode("retrieval_receipt", text)
+    assert isinstance(stored, bytes) and stored[1] & 0x20  # FDICT: a dictionary is named
+    # Receipts already stored name this dictionary by its Adler-32: editing it would make
+    # them unreadable, so its checksum is pinned (a new dictionary is a new entry).
+    assert int.from_bytes(stored[2:6], "big") == zlib.adler32(RECEIPT_DICTIONARY_V1)
+    assert zlib.adler32(RECEIPT_DICTIONARY_V1) == DICTIONARY_V1_ADLER32
+    assert payloads.decode(stored) == text
+    # a stream naming a dictionary prme does not have is refused, not misread
+    deflater = zlib.compressobj(3, zdict=b"another dictionary")
+    foreign = deflater.compress(text.encode()) + deflater.flush()
+    with pytest.raises(zlib.error, match="unknown preset dictionary"):
+        payloads.decode(foreign)
+
+
+@pytest.mark.sqlite_only  # rewrites the SQLite file's oplog
+def test_a_receipt_compressed_before_the_dictionary_still_reads_and_checks(
+    pack_path: Path,
+) -> None:
+    with MemoryClient(pack_path, config=make_config(), clock=FakeClock()) as client:
+        _fill(client, 40)
+        response = client.retrieve("Aster Kafka", user_id="alice", reference_time=NOW)
+        before = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
+    [(_, stored, _)] = _stored(pack_path)
+    older = zlib.compress(payloads.decode(stored).encode("utf-8"), 6)  # the earlier form
+    assert not older[1] & 0x20
+    conn = sqlite3.connect(pack_path / DB_FILE, isolation_level=None)
+    conn.execute("DROP TRIGGER oplog_append_only_update")
+    conn.execute("UPDATE oplog SET payload = ?", (older,))
+    conn.close()
+    with MemoryClient(pack_path, config=make_config(), clock=FakeClock()) as client:
+        again = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
+        assert again == before and again is not None
+        report = check_pack(client.engine)
+    assert report.receipts == 1 and {p.check for p in report.problems} <= {"sqlite"}
 
 
 @pytest.mark.sqlite_only  # measures the SQLite file's stored bytes
