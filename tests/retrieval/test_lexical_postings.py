@@ -23,7 +23,7 @@ from prme.index import postings as postings_
 from prme.index.bm25 import bm25_idf, bm25_scores
 from prme.models.enums import Scope
 from prme.retrieval.query import analyze_query
-from prme.storage import fts5_lexical
+from prme.storage import fts5_lexical, owner_indexes
 from prme.storage.sqlite import indexes
 
 ClientFactory = Callable[..., MemoryClient]
@@ -244,7 +244,7 @@ def _tokenized_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_a_reopened_pack_reads_the_saved_postings(
     make_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
+    monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
     rng = random.Random(12)
     path = tmp_path / "pack"
     client = make_client(path)
@@ -270,7 +270,7 @@ def test_a_reopened_pack_reads_the_saved_postings(
 def test_an_index_saved_without_postings_is_saved_again_with_them(
     make_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)
+    monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)
     path = tmp_path / "pack"
     client = make_client(path)
     client.store_many(_generated(random.Random(13), 300), user_id="alice")
@@ -315,7 +315,7 @@ def test_postings_saved_before_document_postings_still_load(
     """Postings saved without document postings (the format before them: four numbers per
     segment, no ``lexical.docs``/``freqs``/``doc_offsets``) are loaded, the document postings
     derived from the instances: the same hits, and no row tokenized again."""
-    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)
+    monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)
     rng = random.Random(15)
     path = tmp_path / "pack"
     client = make_client(path)

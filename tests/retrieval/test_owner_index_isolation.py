@@ -21,6 +21,7 @@ from support.owner_index import mapped
 from prme import MemoryClient
 from prme.index import owner_index
 from prme.index.owner_index import OwnerIndex
+from prme.storage import owner_indexes
 from prme.storage.sqlite import DB_FILE, indexes
 
 AT = datetime(2027, 1, 1, tzinfo=UTC)
@@ -125,10 +126,7 @@ def test_a_saved_index_survives_another_owners_delete_and_update(
     monkeypatch: pytest.MonkeyPatch,
     backend: str,
 ) -> None:
-    from prme.storage.postgres import saved_index
-
-    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
-    monkeypatch.setattr(saved_index, "SAVE_INDEX_ROWS", 64)
+    monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
     writer = make_client()
     writer.store_many(_texts(120), user_id="alice")
     bob = writer.store_many(_texts(12, 100), user_id="bob")
@@ -190,7 +188,7 @@ def test_an_index_saved_under_the_pack_wide_stamp_is_rebuilt(
 
     from prme.index import index_file
 
-    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)
+    monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)
     writer = make_client()
     writer.store_many(_texts(120), user_id="alice")
     first = _ranked(writer, "alice")

@@ -12,6 +12,7 @@ import pytest
 
 from prme import MemoryClient
 from prme.config import RetrievalConfig
+from prme.storage import owner_indexes
 
 AT = datetime(2027, 1, 1, tzinfo=UTC)
 WORDS = [
@@ -45,9 +46,7 @@ def test_superseded_segment_files_are_deleted(
 ) -> None:
     from conftest import make_config
 
-    from prme.storage.sqlite import indexes
-
-    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
+    monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
     config = make_config(retrieval=RetrievalConfig(vector_index="hnsw", vector_index_min_rows=64))
     client = make_client(config=config)
     stored = client.store_many(_texts(300), user_id="alice")

@@ -27,6 +27,7 @@ from prme.index import owner_index
 from prme.index.ann import segment_ranges
 from prme.index.lexical import shared_postings
 from prme.index.owner_index import OwnerIndex
+from prme.storage import owner_indexes
 from prme.storage.postgres import PostgresStore, drop_schema, saved_index
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -60,7 +61,7 @@ def pack(
 ) -> Iterator[Callable[..., MemoryClient]]:
     """Clients on one fresh schema; each opens its own store (a new process's view)."""
     del backend
-    monkeypatch.setattr(saved_index, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
+    monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)  # save small owners' indexes too
     schema = f"t_saved_{time.monotonic_ns() % 10**12}"
     drop_schema(postgres_url, schema)
     opened: list[MemoryClient] = []

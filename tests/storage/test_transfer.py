@@ -24,6 +24,7 @@ from prme import FrozenPackError, IntegrityError, MemoryClient
 from prme.errors import InvalidInputError
 from prme.models.relevance import RelevanceSubmission
 from prme.services import reports
+from prme.storage import owner_indexes
 from prme.storage.postgres import PostgresStore, drop_schema
 from prme.storage.transfer import export_pack, import_pack
 
@@ -240,9 +241,9 @@ def test_an_import_never_serves_an_index_left_in_the_directory(
     files left in ``index/`` carry the same pack id, owner and delete count (an import starts
     every owner's count at 0) and as many rows, but predate the export's update (the old
     version superseded), so the import drops them."""
-    from prme.storage.sqlite import DB_FILE, INDEX_DIR, indexes
+    from prme.storage.sqlite import DB_FILE, INDEX_DIR
 
-    monkeypatch.setattr(indexes, "SAVE_INDEX_ROWS", 8)  # save small owners' indexes too
+    monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 8)  # save small owners' indexes too
     path = tmp_path / "pack"
     texts = [f"Aster deployment note number {i}" for i in range(20)]
     client = MemoryClient(path, config=make_config(), clock=FakeClock())

@@ -46,7 +46,7 @@ from prme.storage.columns import (
     row_to_node,
     select_list,
 )
-from prme.storage.owner_indexes import OwnerIndexCache
+from prme.storage.owner_indexes import OwnerIndexCache, save_due
 from prme.storage.postgres import lexical, saved_index
 from prme.storage.postgres.digest import row_hashes
 from prme.storage.postgres.index_saves import IndexSaves
@@ -290,7 +290,7 @@ class MemoryRows(OwnerIndexCache):
                 index.write_seq = write_seq
                 index.delete_seq = delete_seq
                 self._indexes[user_id] = index
-                if saved_index.due(index):
+                if save_due(index):
                     self._schedule_save(user_id, index)
                 return index.snapshot()
 

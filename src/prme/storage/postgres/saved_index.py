@@ -44,9 +44,6 @@ from prme.index.postings import OwnerPostings
 from prme.storage.postgres.migrations import Conn
 
 FORMAT = 1
-# An owner index of at least this many rows is saved (and again after growing by this many
-# rows, or an eighth), as on SQLite (storage/sqlite/indexes.py).
-SAVE_INDEX_ROWS = 4096
 PART_BYTES = 16 << 20  # one stored part (a bytea value) of a file
 ANN = "ann"  # the working directory's segment files, and their names' prefix in the pack
 ATTESTED = "attestation"  # in a local copy: the attestation of the manifest it was made from
@@ -201,12 +198,6 @@ def _fetch(
         return False
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-
-
-def due(index: OwnerIndex) -> bool:
-    """Whether the index has grown enough since it was last saved to be saved again."""
-    grown = index.size - index.saved_size
-    return index.size >= SAVE_INDEX_ROWS and grown >= max(SAVE_INDEX_ROWS, index.saved_size // 8)
 
 
 def _upload(trace: Trace, conn: Conn, user_id: str, name: str, path: Path) -> tuple[int, str]:

@@ -16,12 +16,10 @@ from prme.index.ann import AnnPolicy
 from prme.index.owner_index import OwnerIndex
 from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
 from prme.storage.fts5_lexical import first_varint, owner_postings
+from prme.storage.owner_indexes import save_due
 
 # Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
 INDEX_DIR = "index"
-# An owner index of at least this many rows is saved there (and again after growing by this
-# many rows, or an eighth): reopening the pack then loads it instead of rebuilding it.
-SAVE_INDEX_ROWS = 4096
 INDEX_BATCH_ROWS = 32768  # rows read at a time when an owner index is built or refreshed
 # The owner's rows past a rowid, by rowid. ``memories_owner`` orders an owner's rows by scope
 # and then rowid, so the rows past a rowid are a range within each of the owner's scopes (the
@@ -98,8 +96,7 @@ def save(
     """Save a large owner's index, with its lexical postings (the rows not tokenized yet are,
     on ``conn``), once it has grown enough since it was last saved (a failed write keeps it in
     memory only)."""
-    grown = index.size - index.saved_size
-    if index.size < SAVE_INDEX_ROWS or grown < max(SAVE_INDEX_ROWS, index.saved_size // 8):
+    if not save_due(index):
         return
     stamp = index_file.IndexStamp(
         pack_id=pack_id,
