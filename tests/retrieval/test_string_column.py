@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from prme.index.strings import StringColumn, encode, joined
 
@@ -16,6 +17,10 @@ def test_a_column_reads_back_what_was_encoded_and_appends_after_it() -> None:
     assert column[2] == VALUES[2] and column[-1] == VALUES[-1] and column[1:4] == VALUES[1:4]
     column.append("later")
     assert len(column) == 6 and column[5] == "later" and column[4:] == [VALUES[4], "later"]
+    assert column[-6] == VALUES[0] and column[-1] == "later"
+    for outside in (6, -7):
+        with pytest.raises(IndexError):
+            column[outside]
     # re-encoding reuses the blob for the stored part and encodes the appended strings
     again_blob, again_offsets = encode(column, 6)
     assert list(StringColumn(again_blob, again_offsets)) == [*VALUES, "later"]

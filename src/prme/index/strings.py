@@ -44,14 +44,16 @@ class StringColumn(Sequence[str]):
         return self._stored + len(self._appended)
 
     def _one(self, i: int) -> str:
+        if 0 <= i < self._stored:  # the common case first: a stored string (a hot path)
+            offsets = self._offsets
+            return self._blob[offsets[i] : offsets[i + 1] - 1].tobytes().decode()
         if i < 0:
             i += len(self)
         if i < 0 or i >= len(self):
             raise IndexError(i)
         if i >= self._stored:
             return self._appended[i - self._stored]
-        start, end = int(self._offsets[i]), int(self._offsets[i + 1]) - 1
-        return bytes(self._blob[start:end]).decode()
+        return self._one(i)
 
     @overload
     def __getitem__(self, i: int) -> str: ...

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import datetime
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, create_model
@@ -201,6 +202,7 @@ def receipt_paths(name: str) -> tuple[str, ...]:
     return paths
 
 
+@cache  # every receipt asks for every parameter's; the fields' metadata never changes
 def input_keys(name: str) -> tuple[str, ...]:
     """The ``execution.inputs`` keys recording parameter ``name`` (none, or one)."""
     prefix = "execution.inputs."

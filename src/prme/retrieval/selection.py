@@ -65,6 +65,12 @@ def select(
     ``max_per_source`` per (evidence, content) and ``max_per_evidence`` per evidence reference
     (candidate ``i``'s are ``evidence[positions[i]]`` and ``content_sha256[positions[i]]``)."""
     selected: list[int] = []
+    if caps.max_per_source is None and caps.max_per_evidence is None:
+        for i in order:  # no cap reads a candidate's evidence
+            if len(selected) >= caps.limit:
+                break
+            selected.append(i)
+        return tuple(selected)
     source_counts: dict[tuple[str, str], int] = {}
     evidence_counts: dict[str, int] = {}
     for i in order:
