@@ -264,12 +264,16 @@ def _dir_bytes(path: Path) -> int:
 # The vector channel the runs configure (``--vector-index``): "hnsw" searches the approximate
 # index past the engine's threshold (``retrieval.vector_index_min_rows``), "exact" scans.
 VECTOR_INDEX = {"mode": "hnsw"}
+# The hashing embedder's dimension (``--hash-dimension``): 384 as in the harness (the
+# embedder's own default is 256).
+HASH_DIMENSION = {"value": 384}
 
 
 def _config(provider: str) -> PRMEConfig:
+    dimension = HASH_DIMENSION["value"] if provider == "hash" else None
     return PRMEConfig(
         scoring=ScoringWeights(),
-        embedding=EmbeddingConfig(provider=provider),
+        embedding=EmbeddingConfig(provider=provider, dimension=dimension),
         retrieval=RetrievalConfig(vector_index=VECTOR_INDEX["mode"]),  # type: ignore[arg-type]
     )
 
@@ -480,6 +484,7 @@ def _reopen(
     }
     command = [sys.executable, __file__, "--serve-worker", json.dumps(plan)]
     command += ["--vector-index", VECTOR_INDEX["mode"]]
+    command += ["--hash-dimension", str(HASH_DIMENSION["value"])]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
@@ -810,6 +815,12 @@ def main() -> None:
         default="hnsw",
         help="the vector channel: the approximate index past the threshold (default), or exact",
     )
+    parser.add_argument(
+        "--hash-dimension",
+        type=int,
+        default=HASH_DIMENSION["value"],
+        help="the hashing embedder's dimension (384, the issue's harness; the engine's is 256)",
+    )
     parser.add_argument("--postgres-url", default=os.environ.get("PRME_BENCH_POSTGRES_URL"))
     parser.add_argument(
         "--storage",
@@ -818,6 +829,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     VECTOR_INDEX["mode"] = args.vector_index
+    HASH_DIMENSION["value"] = args.hash_dimension
     if args.serve_worker:
         print(json.dumps(_serve(json.loads(args.serve_worker))))
         return
@@ -852,6 +864,7 @@ def main() -> None:
     for size, provider in plan:
         command = [sys.executable, __file__, "--worker", str(size), provider]
         command += ["--backend", args.backend, "--vector-index", args.vector_index]
+        command += ["--hash-dimension", str(args.hash_dimension)]
         if args.postgres_url:
             command += ["--postgres-url", args.postgres_url]
         if args.profile:
@@ -883,6 +896,7 @@ def main() -> None:
         "seed": SEED,
         "backend": args.backend,
         "vector_index": args.vector_index,
+        "hash_dimension": args.hash_dimension,
         "owner_memories": "all memories belong to one owner",
         "runs": runs,
     }
