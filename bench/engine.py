@@ -13,6 +13,7 @@ subprocess so that peak RSS (``resource.getrusage``) is per configuration.
                                                   # store_many/s, gate 2 (30 trials), receipts
     python bench/engine.py --sizes 100000 --no-minilm --million   # also 1M (takes many minutes)
     python bench/engine.py --owners 10000         # 10,000 owners x 100 memories in one pack
+    python bench/engine.py --sizes 200000 --no-hash   # MiniLM alone, past the ANN threshold
     python bench/engine.py --sizes 1000000 --no-minilm --vector-index exact  # the exact scan
     python bench/engine.py --sizes 1000000 --no-minilm --pack /tmp/p1m   # fill once, keep it;
                                                   # later runs reuse it (serving figures only)
@@ -789,6 +790,12 @@ def main() -> None:
         default=True,
         help="also run once with the default MiniLM embedder at 10k (or the largest size)",
     )
+    parser.add_argument(
+        "--hash",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the sizes with the hashing embedder (--no-hash: the MiniLM run alone)",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument(
         "--million", action="store_true", help="also run 1,000,000 memories (many minutes)"
@@ -856,7 +863,7 @@ def main() -> None:
         parser.error("--pack takes one size (--sizes N) on SQLite, without --storage")
     if args.million and 1_000_000 not in sizes:
         sizes.append(1_000_000)
-    plan = [(size, "hash") for size in sizes]
+    plan = [(size, "hash") for size in sizes if args.hash]
     if args.minilm and not args.storage:
         plan.append((10_000 if 10_000 in sizes or not sizes else max(sizes), "minilm"))
     runs = []
