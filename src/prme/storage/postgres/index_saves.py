@@ -1,9 +1,10 @@
 """The PostgreSQL store's background saves of owner indexes: one worker thread per store, at
 most one save per owner queued or running, started lazily by the first save.
 
-A retrieve that finds its owner's index due to be saved (:func:`~prme.storage.owner_indexes.save_due`) hands a
-fixed view of it to this worker and returns without waiting (at a million memories a save is
-seconds of segment building, file writing and upload). ``close()`` waits for the save that is
+A retrieve that finds its owner's index due to be saved
+(:func:`~prme.storage.owner_indexes.save_due`) hands a fixed view of it to this worker and
+returns without waiting (at a million memories a save is seconds of segment building, file
+writing and upload). ``close()`` waits for the save that is
 running, and drops those not started, before the store closes its pool."""
 
 from __future__ import annotations
