@@ -77,8 +77,8 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     HNSW graphs and columns of the saved index (page cache the kernel may drop). recall@10 in
     brackets: with the lexical and graph candidates rescored in. The 1M retrieve: 20.9 / 26.1
     on the kept pack, 31.8 / 47.8 in the process that filled it. A limit-20 receipt: 2.4 KB
-    p50, 3.8 KB max (the preset dictionary). Gate 2, 30 trials (at 256 dimensions): 0.021 s at
-    1k and 10k, 0.025 s at 100k, 0.022 s at 1M (149 s before).
+    p50, 3.8 KB max (the preset dictionary). Gate 2, 30 trials (``--storage``): 0.035-0.041 s
+    at 1k, 10k and 100k; 0.022 s at 1M, measured at 256 dimensions (149 s before).
 
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
