@@ -51,7 +51,7 @@ import numpy as np
 import psycopg
 
 from prme.embed.registry import EMBEDDERS
-from prme.index.owner_index import exact_dot
+from prme.index.arrays import exact_dot
 
 _ENGINE = Path(__file__).resolve().parent / "engine.py"
 

@@ -487,8 +487,8 @@ def test_segments_searched_side_by_side_and_by_many_callers_give_the_serial_resu
 
     def serial(query: np.ndarray[Any, Any]) -> list[list[int]]:
         return [
-            sorted(ann.segment(a, b).search(query, 40, POLICY.expansion_search).tolist())
-            for a, b in ranges
+            sorted(segment.search(query, 40, POLICY.expansion_search).tolist())
+            for segment in (ann.segments_for([r])[0] for r in ranges)
         ]
 
     alone = [serial(q) for q in queries]
@@ -500,3 +500,41 @@ def test_segments_searched_side_by_side_and_by_many_callers_give_the_serial_resu
                 np.testing.assert_array_equal(gp, wp)
                 np.testing.assert_array_equal(gc, wc)
             assert list(callers.map(serial, queries)) == alone
+
+
+def test_missing_segments_built_side_by_side_are_the_segments_built_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The missing graphs of a search are built at once on threads of their own (more
+    workers than this machine may have CPUs here): each file is byte for byte the one built
+    alone, each is saved and logged as it is built, and each is then read from its file."""
+    from prme.index import ann as ann_module
+
+    monkeypatch.setattr(ann_module, "usable_cpus", lambda: 3)
+    vectors = embedded(2600, seed=14)
+    ranges = segment_ranges(2600, POLICY)
+    assert len(ranges) >= 3
+    index_dir = tmp_path / "at-once-owner"
+    index_dir.mkdir()
+    at_once = build(vectors, POLICY, tmp_path / "at-once")
+    alone = build(vectors, POLICY, tmp_path / "alone")
+    at_once.index_dir = index_dir
+    at_once.segments_for(ranges)
+    for r in ranges:
+        alone.segments_for([r])
+    files = sorted(f.name for f in (tmp_path / "at-once").glob("*.usearch"))
+    assert len(files) == len(ranges)
+    assert files == sorted(f.name for f in (tmp_path / "alone").glob("*.usearch"))
+    for name in files:
+        built = (tmp_path / "at-once" / name).read_bytes()
+        assert built == (tmp_path / "alone" / name).read_bytes()
+    logged = (index_dir / "segments.log").read_text().split()
+    assert sorted(logged) == [name.removesuffix(".usearch") for name in files]
+    in_memory = build(vectors, POLICY)
+    for r, segment in zip(ranges, in_memory.segments_for(ranges), strict=True):
+        assert at_once.segments[r]._graph.memory_usage < segment._graph.memory_usage // 10
+    mask = np.ones(2600, dtype=np.bool_)
+    for query in vectors[::101]:
+        np.testing.assert_array_equal(
+            at_once.vector_search(query, mask, 10)[0], alone.vector_search(query, mask, 10)[0]
+        )

@@ -4,7 +4,7 @@ of them and an owner's retrieval cost does not grow with other owners' writes. T
 deletes and updates still invalidate it (never a stale result).
 
 Whether an index was rebuilt or refreshed is observed without timing: ``OwnerIndex.append``,
-``build_segment`` and the reading of new rows are made to fail, and the index object kept in
+``build_segments`` and the reading of new rows are made to fail, and the index object kept in
 memory is compared by identity."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _refuse(*args: Any, **kwargs: Any) -> None:
 
 def _no_rebuild(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(OwnerIndex, "append", _refuse)
-    patch.setattr(owner_index, "build_segment", _refuse)
+    patch.setattr(owner_index, "build_segments", _refuse)
 
 
 def _no_refresh(patch: pytest.MonkeyPatch, client: MemoryClient) -> None:

@@ -4,7 +4,7 @@ database (stale after a write, update or delete, another owner's, tampered) is n
 
 Whether an index was loaded or rebuilt is observed without timing: a loaded index maps its saved
 vectors (memory-mapped) and records its saved size, and a reader that must not rebuild has
-``OwnerIndex.append`` and ``build_segment`` made to fail."""
+``OwnerIndex.append`` and ``build_segments`` made to fail."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def _no_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("the owner index was rebuilt from the rows")
 
     monkeypatch.setattr(OwnerIndex, "append", refuse)
-    monkeypatch.setattr(owner_index, "build_segment", refuse)
+    monkeypatch.setattr(owner_index, "build_segments", refuse)
 
 
 def _saved_owners(client: MemoryClient) -> list[str]:

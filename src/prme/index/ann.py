@@ -225,6 +225,29 @@ def build_segment(
     return Segment(start, end, graph)
 
 
+def build_segments(
+    vectors: npt.NDArray[np.float32],
+    ranges: Sequence[tuple[int, int]],
+    policy: AnnPolicy,
+    keep: Callable[[Segment], Segment] = lambda segment: segment,
+) -> list[Segment]:
+    """:func:`build_segment` for each range, several at once, each passed to ``keep`` (which
+    saves it) as soon as it is built. Each graph is still built on one thread in position
+    order (the same bytes as alone), so the builds run side by side on threads of their own,
+    one per CPU this process may use (usearch releases the GIL). Not on the search pool: a
+    build takes minutes, and other owners' searches must not queue behind it. The largest
+    range is started first (``ranges`` from :func:`segment_ranges` are)."""
+
+    def build(bounds: tuple[int, int]) -> Segment:
+        return keep(build_segment(vectors, bounds[0], bounds[1], policy))
+
+    workers = min(usable_cpus(), len(ranges))
+    if workers <= 1:
+        return [build(bounds) for bounds in ranges]
+    with ThreadPoolExecutor(workers, thread_name_prefix="prme-ann-build") as builders:
+        return list(builders.map(build, ranges))
+
+
 def load_segment(
     path: Path, start: int, end: int, policy: AnnPolicy, dimension: int
 ) -> Segment | None:

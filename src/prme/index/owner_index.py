@@ -16,19 +16,17 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import ThreadpoolController
 
 from prme.index.ann import (
     SEARCH_POOL,
     AnnPolicy,
     Segment,
-    build_segment,
+    build_segments,
     load_segment,
     oversampled_count,
     rescore_top_k,
@@ -36,7 +34,7 @@ from prme.index.ann import (
     segment_key,
     segment_ranges,
 )
-from prme.index.arrays import distinct
+from prme.index.arrays import distinct, exact_dot
 from prme.index.entity_graph import EntityGraph
 from prme.index.strings import StringColumn
 from prme.models.enums import (
@@ -86,29 +84,6 @@ NUMERIC_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("ttl_days", np.int64),  # NO_TTL when the memory never expires
     ("doc_len", np.int64),  # the memory's token count in the lexical index (BM25's D)
 )
-
-
-_SCAN_LOCK = threading.Lock()
-
-
-@cache
-def _blas() -> ThreadpoolController:
-    """Inspecting the loaded BLAS libraries is slow, so it happens once per process."""
-    return ThreadpoolController()
-
-
-def exact_dot(
-    matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
-) -> npt.NDArray[np.float32]:
-    """``matrix @ query`` in float32 on one BLAS thread (the same bits on every call)."""
-    # One BLAS thread: a matrix-vector product is memory-bound, and extra threads only add
-    # synchronisation (measured 1.2 ms vs 7–18 ms at 10k rows on a busy 2-core machine).
-    # The limit is process-wide, so scans on several threads take turns: otherwise one
-    # thread's exit could restore the default while another still scans, and a threaded
-    # BLAS kernel need not sum in the same order (the cosines must be the same bits).
-    with _SCAN_LOCK, _blas().limit(limits=1, user_api="blas"):
-        scores: npt.NDArray[np.float32] = matrix @ query.astype(np.float32)
-    return scores
 
 
 # Links appended since the graph's arrays were last rebuilt stay in a small dict of lists;
@@ -325,30 +300,44 @@ class OwnerIndex:
             return np.zeros(0, np.float32)
         return exact_dot(self.vectors[: self.size], query)
 
-    def segment(self, start: int, end: int) -> Segment:
-        """The graph over positions ``[start, end)``: built once (or loaded from the pack's
-        index directory), then shared."""
+    def segments_for(self, ranges: Sequence[tuple[int, int]]) -> list[Segment]:
+        """The graphs over ``ranges``: each built once (or loaded from the pack's index
+        directory), then shared; the missing ones are built side by side."""
         assert self.ann is not None
+        ann = self.ann
         with self.segment_lock:
-            found = self.segments.get((start, end))
-            if found is not None:
-                return found
-            path = None
-            if self.ann_dir is not None:
-                key = segment_key(self.ann, self.dimension, self.ids, start, end)
-                path = self.ann_dir / f"{key}.usearch"
-                found = load_segment(path, start, end, self.ann, self.dimension)
-            if found is None:
-                found = build_segment(self.vectors, start, end, self.ann)
-                if path is not None:  # a read-only pack keeps the graph in memory only
-                    with suppress(OSError):
-                        save_segment(found, path)
+            paths: dict[tuple[int, int], Path | None] = {}
+            for start, end in ranges:
+                if (start, end) in self.segments or (start, end) in paths:
+                    continue
+                path = found = None
+                if self.ann_dir is not None:
+                    key = segment_key(ann, self.dimension, self.ids, start, end)
+                    path = self.ann_dir / f"{key}.usearch"
+                    found = load_segment(path, start, end, ann, self.dimension)
+                if found is None:
+                    paths[(start, end)] = path
+                else:
+                    self.segments[(start, end)] = found
+            log_lock = threading.Lock()
+
+            def keep(built: Segment) -> Segment:
+                path = paths[(built.start, built.end)]
+                if path is None:  # a read-only pack keeps the graph in memory only
+                    return built
+                with suppress(OSError):
+                    save_segment(built, path)
+                    with log_lock:
                         self._log_segment(path.stem)
-                        # searched through the saved file from now on: its pages are the
-                        # page cache's, so the built graph's memory is returned
-                        found = load_segment(path, start, end, self.ann, self.dimension) or found
-            self.segments[(start, end)] = found
-            return found
+                    # searched through the saved file from now on: its pages are the page
+                    # cache's, so the built graph's memory is returned
+                    return load_segment(path, built.start, built.end, ann, self.dimension) or built
+                return built
+
+            if paths:
+                for found in build_segments(self.vectors, list(paths), ann, keep):
+                    self.segments[(found.start, found.end)] = found
+            return [self.segments[r] for r in ranges]
 
     def _log_segment(self, key: str) -> None:
         if self.index_dir is not None and self.index_dir.is_dir():
@@ -371,7 +360,7 @@ class OwnerIndex:
             return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
         ranges = segment_ranges(size, self.ann)
         count = oversampled_count(k, size, allowed)
-        segments = [self.segment(a, b) for a, b in ranges]
+        segments = self.segments_for(ranges)
         found = SEARCH_POOL.search(segments, query, count, self.ann.expansion_search)
         found.append(np.arange(ranges[-1][1] if ranges else 0, size, dtype=np.int64))
         pool = distinct(np.concatenate(found))

@@ -391,8 +391,7 @@ class MemoryRows(OwnerIndexCache):
         lock = lock_key(self.schema, "owner-index", user_id)
         try:
             if index.ann is not None and index.uses_ann():
-                for start, end in segment_ranges(index.size, index.ann):
-                    index.segment(start, end)
+                index.segments_for(segment_ranges(index.size, index.ann))
             with self._guard(), self._pool.connection() as conn, conn.transaction():
                 # one snapshot: the owner's rows whose lexemes are read are the checked ones
                 self._run(conn, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

@@ -232,8 +232,7 @@ def save(
     policy) is kept, not uploaded again."""
     user_id = stamp.user_id
     if index.ann is not None and index.uses_ann():
-        for start, end in segment_ranges(stamp.size, index.ann):
-            index.segment(start, end)
+        index.segments_for(segment_ranges(stamp.size, index.ann))
     directory = index_file.owner_directory(root, user_id)
     index_file.save(index, directory, stamp, postings)
     previous = _manifest(trace, conn, user_id, attest)
