@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from support.cli import ENV, fails, ok, ok_json, prme, usage_error
+from support.cli import CLEAN, ENV, fails, ok, ok_json, one_error, prme, run, run_json, usage_error
 from support.golden import HOLDOUT_TIME, OWNER, Golden, fresh_pack
 
 PROJECT = ["--scope", "project"]
@@ -227,3 +227,35 @@ def test_pack_export_import_round_trip(tmp_path: Path) -> None:
     assert not (Path.cwd() / "-").exists()
     ok("pack", "import", "--path", tmp_path / "from-stdin", "-", input=piped.stdout)
     assert ok("pack", "digest", "--path", tmp_path / "from-stdin").strip() == digest
+
+
+def test_pack_index_builds_a_bulk_loaded_owners_index_ahead_of_retrieval(tmp_path: Path) -> None:
+    """A pack created with the approximate vector index (the environment at ``prme init``
+    records it) and bulk loaded: ``prme pack index`` builds the owner's segments and says so."""
+    hnsw = {
+        "PRME_EMBEDDING__PROVIDER": "hash",
+        "PRME_RETRIEVAL__VECTOR_INDEX": "hnsw",
+        "PRME_RETRIEVAL__VECTOR_INDEX_MIN_ROWS": "64",
+    }
+    pack = ["--path", tmp_path / "pack"]
+    assert run("init", *pack, **hnsw).returncode == 0
+    words = ("aster", "postgres", "latency", "review", "lisbon", "deploy", "friday", "cache")
+    texts = [" ".join(words[(i * 7 + j * 3) % 8] for j in range(5)) + f" {i}" for i in range(200)]
+    lines = "".join(json.dumps({"content": t}) + "\n" for t in texts)
+    command = [sys.executable, "-m", "prme", "store", "--jsonl", "-", *map(str, pack)]
+    stored = subprocess.run(
+        [*command, "--user-id", "alice"],
+        env=CLEAN,
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stored.returncode == 0, stored.stderr
+    report = run_json("pack", "index", *pack, "--user-id", "alice")
+    assert report["rows"] == 200 and report["vector_search"] == "hnsw"
+    assert report["hnsw_segments"] >= 1 and report["exact_rows"] < 64
+    assert len(list((tmp_path / "pack" / "index").glob("*.usearch"))) == report["hnsw_segments"]
+    shown = run("pack", "index", *pack, "--user-id", "alice")
+    assert shown.returncode == 0 and "vector_search" in shown.stdout and "hnsw" in shown.stdout
+    assert "user_id" in one_error(run("pack", "index", *pack, "--user-id", " "))

@@ -29,6 +29,7 @@ EXPECTED = {
     "profiles deactivate",
     "profiles rollback",
     "pack digest",
+    "pack index",
     "pack check",
     "pack prune",
     "pack export",

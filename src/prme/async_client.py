@@ -34,7 +34,7 @@ from prme.models.profiles import (
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.models.retention import ReceiptPruneSummary
-from prme.models.retrieval import RetrievalResponse
+from prme.models.retrieval import OwnerIndexReport, RetrievalResponse
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.services import holdout as gate2_service
@@ -208,6 +208,10 @@ class AsyncMemoryClient:
             retrieval_mode=retrieval_mode,
             include_cross_scope=include_cross_scope,
         )
+
+    async def build_index(self, *, user_id: str) -> OwnerIndexReport:
+        """:meth:`MemoryClient.build_index`, run in a worker thread."""
+        return await asyncio.to_thread(self.sync.build_index, user_id=user_id)
 
     async def get_retrieval_receipt(
         self,

@@ -1,5 +1,5 @@
-"""Pack-level commands: ``init``, the ``pack`` group (settings, configure, digest, check,
-prune, export, import) and ``db upgrade`` for PostgreSQL schemas."""
+"""Pack-level commands: ``init``, the ``pack`` group (settings, configure, digest, index,
+check, prune, export, import) and ``db upgrade`` for PostgreSQL schemas."""
 
 from __future__ import annotations
 
@@ -128,6 +128,15 @@ def pack_digest(target: Target) -> None:
     with target.open() as memory:
         digest = memory.pack_digest()
     target.show({"pack_digest": digest}, lambda: click.echo(digest))
+
+
+@pack.command("index")
+@pack_command()
+def pack_index(target: Target) -> None:
+    """Build and save the owner's index now (after a bulk load), not in the next retrieve."""
+    with target.open() as memory, busy("building the owner's index"):
+        report = memory.build_index(user_id=target.user_id)
+    target.show(report, lambda: pairs(list(report.model_dump().items())))
 
 
 @pack.command("check")

@@ -25,11 +25,11 @@ from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RelevanceRecord, RelevanceSubmission
 from prme.models.request import PARAMETERS, RetrievalRequest
 from prme.models.retention import ReceiptPruneSummary
-from prme.models.retrieval import RetrievalResponse
+from prme.models.retrieval import OwnerIndexReport, RetrievalResponse
 from prme.models.scope import ScopeInput
 from prme.models.scoring import RankingMultipliers, ScoringWeights
 from prme.services import integrity as integrity_service
-from prme.services import memories, pack_settings, receipts, retention, retrieval
+from prme.services import memories, owner_index, pack_settings, receipts, retention, retrieval
 from prme.services import relevance as relevance_service
 from prme.services.integrity import IntegrityReport
 from prme.storage import transfer
@@ -320,6 +320,14 @@ class MemoryClient(LearningMethods):
         given = locals()
         request = RetrievalRequest.unchecked({name: given[name] for name in PARAMETERS})
         return retrieval.retrieve(self.engine, request)
+
+    def build_index(self, *, user_id: str) -> OwnerIndexReport:
+        """Prepare the owner's index now instead of in the next retrieval (``prme pack
+        index``): after a bulk load, the first retrieval would read the owner's rows, tokenize
+        and save them and, past the approximate index's threshold, build the HNSW segments
+        (minutes at a million memories). Returns once it is all built and saved; retrieval
+        results are the same either way."""
+        return owner_index.build_index(self.engine, user_id)
 
     def get_retrieval_receipt(self, request_id: object, *, user_id: str) -> RetrievalReceipt | None:
         """The owner's receipt for ``request_id``, or None (missing and foreign look the same)."""

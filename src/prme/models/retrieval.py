@@ -87,3 +87,16 @@ class RetrievalResponse(Frozen):
     bundle: MemoryBundle
     metadata: RetrievalMetadata
     cross_scope_hints: list[CrossScopeHint] = Field(default_factory=list)
+
+
+class OwnerIndexReport(Frozen):
+    """What :meth:`~prme.client.MemoryClient.build_index` left ready for one owner's
+    retrievals: the owner's column index (saved in the pack once large enough) and, past the
+    approximate index's threshold, its HNSW segments (saved beside it)."""
+
+    user_id: str
+    rows: int  # memories in the owner's index (every lifecycle state)
+    vector_search: Literal["exact", "hnsw"]  # how the vector channel searches at this size
+    hnsw_segments: int  # graphs searched (0 when exact)
+    exact_rows: int  # rows every search scans exactly (all of them when exact)
+    elapsed_ms: float

@@ -166,6 +166,10 @@ class Store(Protocol):
 
     def owner_index(self, user_id: str) -> OwnerIndex | None: ...
 
+    def wait_for_index_saves(self) -> None:
+        """Return once the owner-index saves started so far have finished."""
+        ...
+
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]: ...

@@ -369,7 +369,8 @@ class MemoryRows(OwnerIndexCache):
         return self._saves
 
     def wait_for_index_saves(self) -> None:
-        """Wait for the owner-index saves scheduled so far to finish (tests, benchmarks)."""
+        """Wait for the owner-index saves scheduled so far to finish (they run on the store's
+        saving thread)."""
         with self._index_lock:
             saves = self._index_saves()
         saves.wait()

@@ -241,6 +241,10 @@ class MemoryRows(OwnerIndexCache):
                 indexes.save(self.conn, root, self._pack_id, user_id, index)
             return index.snapshot()
 
+    def wait_for_index_saves(self) -> None:
+        """Nothing to wait for: this store saves an owner index on the refreshing thread,
+        before :meth:`owner_index` returns."""
+
     def lexical_search(
         self, user_id: str, scopes: Sequence[Scope] | None, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
