@@ -106,7 +106,14 @@ def test_init_records_settings_and_later_commands_need_no_environment(tmp_path: 
     assert later == seq + 1
     message = one_error(run("pack", "configure", "--path", pack, "--embedder", "minilm"))
     assert message.startswith("error: embedding.provider") and "'hash'" in message
-    assert "give fusion or embedder" in one_error(run("pack", "configure", "--path", pack))
+    assert "give fusion, embedder or vector_index" in one_error(
+        run("pack", "configure", "--path", pack)
+    )
+    switched = run_json("pack", "configure", "--path", pack, "--vector-index", "hnsw")
+    assert switched["retrieval"]["vector_index"] == "hnsw"
+    assert "hnsw" in run("pack", "settings", "--path", pack).stdout
+    receipt = run_json("receipt", run_json("retrieve", "q", *owner)["metadata"]["request_id"], *owner)
+    assert receipt["execution"]["features"]["vector_search"]["method"] == "usearch-hnsw"
 
 
 def test_judging_an_rrf_retrieval_warns(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from conftest import make_config
 
 from prme import MemoryClient, PRMEConfig, ScoringWeights
-from prme.config import EmbeddingConfig
+from prme.config import EmbeddingConfig, RetrievalConfig
 from prme.errors import FrozenPackError, InvalidInputError, PackNotFoundError
 from prme.models.relevance import RecordedRelevance
 
@@ -88,6 +88,43 @@ def test_configure_pack_is_a_recorded_content_change(
     assert make_client(config=PRMEConfig()).config.scoring.fusion == "rrf"
     with pytest.raises(InvalidInputError):  # the old setting now disagrees
         make_client(fusion="weighted")
+
+
+def test_configure_pack_switches_the_vector_index(
+    make_client: Callable[..., MemoryClient],
+) -> None:
+    """``vector_index`` is a recorded setting like fusion: switched as a content write, used at
+    once and by every later opening, and part of the feature identity."""
+    config = make_config(retrieval=RetrievalConfig(vector_index_min_rows=64))
+    client = make_client(create=True, config=config)
+    services = ("postgres", "cache", "queue", "search", "gateway")
+    texts = [f"Aster note {i}: the {services[i % 5]} service answers in {i % 40} ms" for i in range(300)]
+    client.store_many(texts, user_id="alice")
+    exact = client.engine.feature_identity_sha256()
+    assert client.engine.feature_identity()["vector_search"] == "exact"
+    seq = client.engine.store.pack_identity().write_seq
+    with pytest.raises(InvalidInputError) as bad:
+        client.configure_pack(vector_index="ivf")
+    assert bad.value.field == "vector_index"
+    assert client.engine.store.pack_identity().write_seq == seq  # a refusal writes nothing
+
+    changed = client.configure_pack(vector_index="hnsw")
+    assert changed["retrieval"]["vector_index"] == "hnsw"
+    assert changed["retrieval"]["vector_index_min_rows"] == 64  # the rest is kept
+    assert client.engine.store.pack_identity().write_seq == seq + 1
+    assert client.engine.feature_identity()["vector_search"]["method"] == "usearch-hnsw"
+    assert client.build_index(user_id="alice").vector_search == "hnsw"
+    response = client.retrieve("postgres answers", user_id="alice")
+    receipt = client.get_retrieval_receipt(response.metadata.request_id, user_id="alice")
+    assert receipt is not None
+    assert receipt.execution.features["vector_search"]["method"] == "usearch-hnsw"
+    reopened = make_client(config=PRMEConfig())
+    assert reopened.config.retrieval.vector_index == "hnsw"
+    assert reopened.engine.feature_identity_sha256() != exact
+
+    client.configure_pack(vector_index="exact")
+    assert client.build_index(user_id="alice").vector_search == "exact"
+    assert client.engine.feature_identity_sha256() == exact
 
 
 def test_a_missing_pack_is_never_created_unless_asked(tmp_path: Path, backend: str) -> None:

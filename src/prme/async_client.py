@@ -152,9 +152,15 @@ class AsyncMemoryClient:
         *,
         fusion: str | None = None,
         embedder: str | None = None,
+        vector_index: str | None = None,
     ) -> dict[str, Any]:
         """:meth:`MemoryClient.configure_pack`, run in a worker thread."""
-        return await asyncio.to_thread(self.sync.configure_pack, fusion=fusion, embedder=embedder)
+        return await asyncio.to_thread(
+            self.sync.configure_pack,
+            fusion=fusion,
+            embedder=embedder,
+            vector_index=vector_index,
+        )
 
     async def pack_digest(self) -> str:
         """:meth:`MemoryClient.pack_digest`, run in a worker thread."""

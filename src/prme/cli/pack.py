@@ -46,6 +46,7 @@ def _settings_rows(settings: dict[str, Any] | None) -> list[tuple[str, object]]:
         ("embedder", embedding.get("provider")),
         ("fusion", scoring.get("fusion")),
         ("token budget", settings.get("retrieval", {}).get("token_budget")),
+        ("vector index", settings.get("retrieval", {}).get("vector_index")),
     ]
 
 
@@ -111,13 +112,22 @@ def pack_settings_show(target: Target) -> None:
     type=click.Choice(provider_names()),
     help="New embedding provider (only before any memory is stored).",
 )
+@click.option(
+    "--vector-index",
+    type=click.Choice(("exact", "hnsw")),
+    help="New vector search: exact (every cosine) or hnsw (HNSW segments past the threshold).",
+)
 @pack_command(user=False)
-def pack_configure(target: Target, fusion: str | None, embedder: str | None) -> None:
+def pack_configure(
+    target: Target, fusion: str | None, embedder: str | None, vector_index: str | None
+) -> None:
     """Change the pack's recorded settings (a content write: the write sequence moves)."""
     base = PRMEConfig()
     config = PRMEConfig.model_construct(storage=base.storage, api=base.api, mcp=base.mcp)
     with MemoryClient(target.path, config=config, create=False) as memory:
-        settings = memory.configure_pack(fusion=fusion, embedder=embedder)
+        settings = memory.configure_pack(
+            fusion=fusion, embedder=embedder, vector_index=vector_index
+        )
     target.show(settings, lambda: pairs(_settings_rows(settings)))
 
 

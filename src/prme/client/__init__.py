@@ -17,7 +17,7 @@ from prme.client.learning import LearningMethods
 from prme.config import PRMEConfig
 from prme.embed.base import Embedder
 from prme.embed.registry import make_embedder, provider_names
-from prme.engine import Engine, utc_now
+from prme.engine import Engine, utc_now, vector_index_policy
 from prme.errors import InvalidInputError
 from prme.models.enums import NodeType, RetrievalMode, SourceType
 from prme.models.memory import MemoryRecord, StoreReceipt
@@ -246,7 +246,11 @@ class MemoryClient(LearningMethods):
         return self.engine.store.pack_settings()
 
     def configure_pack(
-        self, *, fusion: str | None = None, embedder: str | None = None
+        self,
+        *,
+        fusion: str | None = None,
+        embedder: str | None = None,
+        vector_index: str | None = None,
     ) -> dict[str, Any]:
         """Change the pack's recorded settings (``prme pack configure``) and use them now.
 
@@ -256,19 +260,26 @@ class MemoryClient(LearningMethods):
         Args:
             fusion: ``"weighted"`` (learning-ready: profiles apply) or ``"rrf"``.
             embedder: a provider name; only on a pack whose memories were not yet embedded.
+            vector_index: ``"exact"`` (scan every cosine) or ``"hnsw"`` (HNSW segments for
+                an owner past ``retrieval.vector_index_min_rows`` memories; then run
+                :meth:`build_index` for the large owners, or their next retrieval builds
+                them). Part of the feature identity: a profile evaluated under the other is
+                ``inapplicable``.
 
         Raises:
             InvalidInputError: an unknown fusion or provider, nothing to change, or a new
                 embedder for memories already embedded with another one.
             FrozenPackError / ReadOnlyPackError: the pack refuses content writes.
         """
-        if fusion is None and embedder is None:
-            raise InvalidInputError("settings", "give fusion or embedder to change")
+        if fusion is None and embedder is None and vector_index is None:
+            raise InvalidInputError("settings", "give fusion, embedder or vector_index to change")
         if embedder is not None and embedder not in provider_names():
             make_embedder(embedder)  # raises, listing the valid names
         engine = self.engine
         current = engine.store.pack_settings() or pack_settings.settings_of(self.config)
-        new = pack_settings.changed(current, fusion=fusion, embedder=embedder)
+        new = pack_settings.changed(
+            current, fusion=fusion, embedder=embedder, vector_index=vector_index
+        )
         bound = engine.store.embedder_identity()
         if embedder is not None and bound is not None and bound.get("provider") != embedder:
             raise InvalidInputError(
@@ -282,6 +293,7 @@ class MemoryClient(LearningMethods):
         engine.store.record_settings(new, bump=True)
         self.config = config
         engine.config, engine.embedder, engine._features = config, chosen, None
+        engine.store.configure_vector_index(vector_index_policy(config))
         return new
 
     def pack_digest(self) -> str:

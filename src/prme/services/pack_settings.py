@@ -90,12 +90,28 @@ def adopt(config: PRMEConfig, stored: dict[str, Any]) -> PRMEConfig:
 
 
 def changed(
-    stored: dict[str, Any], *, fusion: str | None, embedder: str | None
+    stored: dict[str, Any],
+    *,
+    fusion: str | None,
+    embedder: str | None,
+    vector_index: str | None = None,
 ) -> dict[str, Any]:
-    """The settings after ``prme pack configure`` (``fusion``/``embedder`` None: unchanged)."""
+    """The settings after ``prme pack configure`` (a None argument: unchanged).
+
+    Raises:
+        InvalidInputError: ``fusion`` or ``vector_index`` is not one of its values.
+    """
     new = {name: dict(values) for name, values in stored.items()}
     if fusion is not None:
         new["scoring"] = scoring_for(fusion).model_dump(mode="json")
     if embedder is not None:
         new["embedding"] = EmbeddingConfig(provider=embedder).model_dump(mode="json")
+    if vector_index is not None:
+        retrieval = {**new.get("retrieval", {}), "vector_index": vector_index}
+        try:
+            new["retrieval"] = RetrievalConfig.model_validate(retrieval).model_dump(mode="json")
+        except ValidationError:
+            raise InvalidInputError(
+                "vector_index", "must be 'exact' or 'hnsw'", vector_index
+            ) from None
     return new
