@@ -89,7 +89,16 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     engine's own policy, recall@10 is 1.0 on every query (``--sizes 200000 --no-hash``: ANN
     search 5.7 ms p50; retrieve 13.2 / 18.9 ms excluding the query's 5 ms embedding).
     PostgreSQL at 100k and 384 dimensions (load 0.8-1.0): retrieve 13.9 / 17.3 ms, rrf 15.1 /
-    18.8 ms; store_many 9.0k/s. Many owners (``--owners 10000``, 10,000 x 100 memories): open
+    18.8 ms; store_many 9.0k/s. At 1M (load 0.6-1.5, the server on the same 2 cores):
+    store_many 6.7k/s (14.9k per client CPU-s); retrieve 39.8 / 51.8 ms (the ANN search alone
+    23.1 ms), rrf 35.7 / 50.0 ms; a new process's first retrieve 17.7 s on another host (it
+    downloads the saved index) and 0.63 s on the writer's host; peak RSS serving 2,703 MiB, 149
+    MiB of it anonymous. Preparing the filled 1M pack (``build_index_ms``; before it existed,
+    the first retrieve) took 1,021 s on PostgreSQL and 776 s on SQLite with the segments built
+    one after another; built side by side, 638 s on SQLite on a day the machine ran about 1.5x
+    slower (two 131,072-row segments alternately: 193-208 s serial, 110-113 s side by side).
+    At 10k and 100k ``build_index`` takes 0.41 s and 5.2 s, and the first retrieve after it 15
+    and 20 ms. Many owners (``--owners 10000``, 10,000 x 100 memories): open
     7.0 ms, retrieve p50 / p95 2.41 / 3.52 ms, an owner's first retrieve 7.4 ms, RSS 444 MiB
     after the open (the workload still held) and 541 MiB after the retrieves.
 """
