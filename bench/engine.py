@@ -98,7 +98,8 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     one after another; built side by side, 638 s on SQLite on a day the machine ran about 1.5x
     slower (two 131,072-row segments alternately: 193-208 s serial, 110-113 s side by side).
     At 10k and 100k ``build_index`` takes 0.41 s and 5.2 s, and the first retrieve after it 15
-    and 20 ms. Many owners (``--owners 10000``, 10,000 x 100 memories): open
+    and 20 ms; at 1M 741 s, then 0.26 s (in a run whose store_many made 9.1k/s against 13.9k/s
+    before: the slower machine again). Many owners (``--owners 10000``, 10,000 x 100 memories): open
     7.0 ms, retrieve p50 / p95 2.41 / 3.52 ms, an owner's first retrieve 7.4 ms, RSS 444 MiB
     after the open (the workload still held) and 541 MiB after the retrieves.
 """
