@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from prme.limits import MAX_CHANNEL_CANDIDATES, MAX_RESULT_LIMIT, MAX_TOKEN_BUDGET
+from prme.models.retrieval import VectorIndexName
 from prme.models.scoring import ScoringWeights, product_default_scoring
 
 DEFAULT_EPISTEMIC_WEIGHTS: dict[str, float] = {
@@ -40,9 +41,9 @@ class RetrievalConfig(_Section):
     # segments (prme.index.ann) for an owner of at least vector_index_min_rows memories
     # and scans smaller owners exactly. Both are part of the feature identity. Exact is the
     # default until the index meets its goals at 1M rows: recall@10 on the benchmark queries
-    # is 0.99 at 100k but 0.928 at 1M (0.98 wanted), and the first retrieval past a segment
+    # is 0.99 at 100k but 0.867 at 1M with the hashing embedder at 384 dimensions (0.98 wanted), and the first retrieval past a segment
     # boundary builds that segment's graph on one thread (minutes for 262,144 rows).
-    vector_index: Literal["exact", "hnsw"] = "exact"
+    vector_index: VectorIndexName = "exact"
     vector_index_min_rows: int = Field(default=131072, ge=16, le=1 << 30)
     default_limit: int = Field(default=20, ge=0, le=MAX_RESULT_LIMIT)
     token_budget: int = Field(default=4096, ge=0, le=MAX_TOKEN_BUDGET)

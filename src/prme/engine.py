@@ -40,8 +40,13 @@ class Engine:
     _features: dict[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        self.reconfigure(self.config, self.embedder)
+
+    def reconfigure(self, config: PRMEConfig, embedder: Embedder) -> None:
+        """Use ``config`` and ``embedder`` from now on (``configure_pack``)."""
+        self.config, self.embedder, self._features = config, embedder, None
         # the store builds the owners' indexes, so it searches the way this engine is set up
-        self.store.configure_vector_index(vector_index_policy(self.config))
+        self.store.configure_vector_index(vector_index_policy(config))
 
     def feature_identity(self) -> dict[str, Any]:
         """What produced the features: explicit and versioned, never source hashes."""

@@ -28,6 +28,7 @@ from prme.cli.output import (
 from prme.client import MemoryClient
 from prme.config import EmbeddingConfig, PRMEConfig
 from prme.embed.registry import provider_names
+from prme.models.retrieval import VECTOR_INDEXES
 from prme.services import packs
 from prme.services.pack_settings import scoring_for
 
@@ -114,7 +115,7 @@ def pack_settings_show(target: Target) -> None:
 )
 @click.option(
     "--vector-index",
-    type=click.Choice(("exact", "hnsw")),
+    type=click.Choice(VECTOR_INDEXES),
     help="New vector search: exact (every cosine) or hnsw (HNSW segments past the threshold).",
 )
 @pack_command(user=False)

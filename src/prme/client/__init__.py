@@ -17,7 +17,7 @@ from prme.client.learning import LearningMethods
 from prme.config import PRMEConfig
 from prme.embed.base import Embedder
 from prme.embed.registry import make_embedder, provider_names
-from prme.engine import Engine, utc_now, vector_index_policy
+from prme.engine import Engine, utc_now
 from prme.errors import InvalidInputError
 from prme.models.enums import NodeType, RetrievalMode, SourceType
 from prme.models.memory import MemoryRecord, StoreReceipt
@@ -292,8 +292,7 @@ class MemoryClient(LearningMethods):
         chosen = make_embedder(config.embedding.provider, config.embedding.dimension)
         engine.store.record_settings(new, bump=True)
         self.config = config
-        engine.config, engine.embedder, engine._features = config, chosen, None
-        engine.store.configure_vector_index(vector_index_policy(config))
+        engine.reconfigure(config, chosen)
         return new
 
     def pack_digest(self) -> str:

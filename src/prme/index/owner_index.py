@@ -339,6 +339,14 @@ class OwnerIndex:
                     self.segments[(found.start, found.end)] = found
             return [self.segments[r] for r in ranges]
 
+    def complete_segments(self) -> list[tuple[int, int]]:
+        """Build (or load) every graph the policy searches at this size; their ranges (none
+        when the vector channel scans exactly)."""
+        ranges = segment_ranges(self.size, self.ann) if self.ann is not None else []
+        if ranges:
+            self.segments_for(ranges)
+        return ranges
+
     def _log_segment(self, key: str) -> None:
         if self.index_dir is not None and self.index_dir.is_dir():
             with (self.index_dir / SEGMENT_LOG).open("a", encoding="utf-8") as log:

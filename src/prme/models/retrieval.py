@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 from uuid import UUID
 
 from pydantic import Field
@@ -12,6 +12,9 @@ from prme.models.memory import MemoryNode
 from prme.models.scoring import RankingMultipliers
 from prme.models.trace import ScoreTrace
 
+# How the vector channel searches (``retrieval.vector_index``).
+VectorIndexName = Literal["exact", "hnsw"]
+VECTOR_INDEXES: tuple[str, ...] = get_args(VectorIndexName)
 RankingProfileStatusName = Literal["none", "applied", "inapplicable", "request_override"]
 RankingProfileReason = Literal[
     "feature_identity_mismatch",
@@ -96,7 +99,7 @@ class OwnerIndexReport(Frozen):
 
     user_id: str
     rows: int  # memories in the owner's index (every lifecycle state)
-    vector_search: Literal["exact", "hnsw"]  # how the vector channel searches at this size
+    vector_search: VectorIndexName  # how the vector channel searches at this size
     hnsw_segments: int  # graphs searched (0 when exact)
     exact_rows: int  # rows every search scans exactly (all of them when exact)
     elapsed_ms: float

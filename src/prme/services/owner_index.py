@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 
 from prme.engine import Engine
-from prme.index.ann import segment_ranges
 from prme.models.retrieval import OwnerIndexReport
 from prme.validation import require_owner
 
@@ -24,10 +23,7 @@ def build_index(engine: Engine, user_id: str) -> OwnerIndexReport:
     store = engine.store
     with store.read_snapshot():
         index = store.owner_index(owner)
-    ranges = []
-    if index is not None and index.ann is not None and index.uses_ann():
-        ranges = segment_ranges(index.size, index.ann)
-        index.segments_for(ranges)
+    ranges = [] if index is None else index.complete_segments()
     store.wait_for_index_saves()
     rows = 0 if index is None else index.size
     return OwnerIndexReport(

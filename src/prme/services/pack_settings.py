@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from prme.config import EmbeddingConfig, PRMEConfig, RetrievalConfig
 from prme.errors import InvalidInputError
+from prme.models.retrieval import VECTOR_INDEXES
 from prme.models.scoring import ScoringWeights, product_default_scoring
 
 SECTIONS: dict[str, type[BaseModel]] = {
@@ -111,7 +112,6 @@ def changed(
         try:
             new["retrieval"] = RetrievalConfig.model_validate(retrieval).model_dump(mode="json")
         except ValidationError:
-            raise InvalidInputError(
-                "vector_index", "must be 'exact' or 'hnsw'", vector_index
-            ) from None
+            valid = " or ".join(repr(name) for name in VECTOR_INDEXES)
+            raise InvalidInputError("vector_index", f"must be {valid}", vector_index) from None
     return new

@@ -29,7 +29,6 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from prme.errors import StorageUnavailableError
-from prme.index.ann import segment_ranges
 from prme.index.index_file import IndexStamp
 from prme.index.lexical import postings_bm25
 from prme.index.owner_index import OwnerIndex
@@ -391,8 +390,7 @@ class MemoryRows(OwnerIndexCache):
         )
         lock = lock_key(self.schema, "owner-index", user_id)
         try:
-            if index.ann is not None and index.uses_ann():
-                index.segments_for(segment_ranges(index.size, index.ann))
+            index.complete_segments()
             with self._guard(), self._pool.connection() as conn, conn.transaction():
                 # one snapshot: the owner's rows whose lexemes are read are the checked ones
                 self._run(conn, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

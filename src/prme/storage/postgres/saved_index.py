@@ -231,20 +231,15 @@ def save(
     new process loads them too; a segment saved before with the same key (its rows and the
     policy) is kept, not uploaded again."""
     user_id = stamp.user_id
-    if index.ann is not None and index.uses_ann():
-        index.segments_for(segment_ranges(stamp.size, index.ann))
+    ranges = index.complete_segments()  # the stamp's size is the index's
     directory = index_file.owner_directory(root, user_id)
     index_file.save(index, directory, stamp, postings)
     previous = _manifest(trace, conn, user_id, attest)
     kept = previous[1] if previous is not None else {}
-    segments = (
-        {
-            f"{ANN}/{key}.usearch": root / ANN / f"{key}.usearch"
-            for key in index_file.segment_keys(index, segment_ranges(stamp.size, index.ann))
-        }
-        if index.ann is not None
-        else {}
-    )
+    segments = {
+        f"{ANN}/{key}.usearch": root / ANN / f"{key}.usearch"
+        for key in index_file.segment_keys(index, ranges)
+    }
     local = {
         p.name: p for p in sorted(directory.iterdir()) if p.name not in (SEGMENT_LOG, ATTESTED)
     }
