@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.index import strings
+from prme.index.workers import Workers, usable_cpus
 
 METHOD = "usearch-hnsw"
 METRIC = "cos"
@@ -156,22 +157,11 @@ class Segment:
 
 class SearchPool:
     """Worker threads that search an owner's segments side by side (usearch releases the
-    GIL), one per CPU this process may use, started on first use (and again in a forked
-    child, which does not inherit its parent's threads). Each segment's result depends on
-    that segment alone, so the union is the same whichever thread searched what."""
+    GIL), one per CPU this process may use. Each segment's result depends on that segment
+    alone, so the union is the same whichever thread searched what."""
 
     def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
-        self._pid = 0
-        self._lock = threading.Lock()
-
-    def _workers(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._executor is None or self._pid != os.getpid():
-                workers = max(1, min(usable_cpus(), MAX_SEARCH_THREADS))
-                self._executor = ThreadPoolExecutor(workers, thread_name_prefix="prme-ann")
-                self._pid = os.getpid()
-            return self._executor
+        self._workers = Workers(lambda: min(usable_cpus(), MAX_SEARCH_THREADS), "prme-ann")
 
     def search(
         self,
@@ -180,22 +170,15 @@ class SearchPool:
         count: int,
         expansion: int,
     ) -> list[npt.NDArray[np.int64]]:
-        """Each segment's :meth:`Segment.search`: the first here, the rest on the workers."""
-        if len(segments) <= 1:
-            return [s.search(query, count, expansion) for s in segments]
-        try:
-            started = [
-                self._workers().submit(s.search, query, count, expansion) for s in segments[1:]
-            ]
-        except RuntimeError:  # the interpreter is shutting down: search here
-            return [s.search(query, count, expansion) for s in segments]
-        return [segments[0].search(query, count, expansion), *(f.result() for f in started)]
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the OS reports one)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+        """Each segment's :meth:`Segment.search`: the first here, the rest on the workers (or
+        here too, when the interpreter is shutting down)."""
+        started = [self._workers.submit(s.search, query, count, expansion) for s in segments[1:]]
+        found = [s.search(query, count, expansion) for s in segments[:1]]
+        for segment, future in zip(segments[1:], started, strict=True):
+            found.append(
+                segment.search(query, count, expansion) if future is None else future.result()
+            )
+        return found
 
 
 MAX_SEARCH_THREADS = 4

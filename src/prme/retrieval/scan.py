@@ -7,14 +7,14 @@ same in either thread, so the retrieval is the same.
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 import numpy.typing as npt
 
 from prme.index.owner_index import OwnerIndex, VectorScores
+from prme.index.workers import Workers
 
 # (the query's scores: every position's exact cosine, or a large owner's approximate searcher;
 # the top positions; their cosines)
@@ -30,14 +30,11 @@ def scan(
 
 
 class ScanThread:
-    """One worker thread for vector scans, started on first use (and again in a forked child,
-    which does not inherit its parent's thread). At most one scan runs on it at a time: a
-    retrieval that finds it busy scans inline instead of queueing."""
+    """One worker thread for vector scans, started on first use. At most one scan runs on it
+    at a time: a retrieval that finds it busy scans inline instead of queueing."""
 
     def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
-        self._pid = 0
-        self._lock = threading.Lock()
+        self._worker = Workers(lambda: 1, "prme-scan")
         self._slot = threading.Semaphore(1)
 
     def submit(
@@ -47,20 +44,13 @@ class ScanThread:
         if not self._slot.acquire(blocking=False):
             return None
         try:
-            with self._lock:
-                if self._executor is None or self._pid != os.getpid():
-                    self._executor = ThreadPoolExecutor(
-                        max_workers=1, thread_name_prefix="prme-scan"
-                    )
-                    self._pid = os.getpid()
-                executor = self._executor
-            future = executor.submit(scan, ix, query, mask, k)
-        except RuntimeError:  # the interpreter is shutting down: scan inline
-            self._slot.release()
-            return None
+            future = self._worker.submit(scan, ix, query, mask, k)
         except BaseException:
             self._slot.release()
             raise
+        if future is None:  # the interpreter is shutting down: scan inline
+            self._slot.release()
+            return None
         future.add_done_callback(lambda _: self._slot.release())
         return future
 
