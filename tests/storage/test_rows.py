@@ -191,3 +191,28 @@ def test_rows_equal_the_column_spec_read_plainly() -> None:
     nodes.append(nodes[1].model_copy(update={"evidence_refs": ()}))
     assert node_rows(nodes) == [_reference_row(n) for n in nodes]
     assert all(type(v) is str for row in node_rows(nodes) for v in (row[2], row[3], row[19]))
+
+
+def test_a_row_read_back_is_the_validated_node_it_was_written_from(tmp_path: Path) -> None:
+    """``row_to_node`` skips validation: what it builds must equal the node validated anew,
+    field for field and in field order, and dump to the same canonical JSON."""
+    from prme import MemoryClient
+    from prme.storage.columns import row_to_node
+
+    client = MemoryClient(tmp_path / "pack")
+    client.store(
+        "dated", user_id="a", event_time=NOW, ttl_days=3, metadata={"k": [1, "x"]},
+        node_type="decision", scope="project", pinned=True, confidence=0.9,
+    )  # fmt: skip
+    client.store_many(["plain", {"content": "salient", "salience": 1.0}], user_id="a")
+    db = sqlite3.connect(tmp_path / "pack" / "pack.sqlite3")
+    rows = db.execute(f"SELECT {', '.join(NODE_COLUMNS)} FROM memories ORDER BY rowid").fetchall()
+    client.close()
+    assert len(rows) == 3
+    for row in rows:
+        node = row_to_node(row)
+        again = MemoryNode.model_validate(node.model_dump())
+        assert node == again
+        assert list(node.__dict__) == list(MemoryNode.model_fields)
+        assert node.model_fields_set == again.model_fields_set
+        assert canonical_json(node) == canonical_json(again)

@@ -50,6 +50,22 @@ class MemoryNode(Frozen):
     ttl_days: int | None = Field(default=None, ge=0)
 
 
+_NODE_FIELDS = frozenset(MemoryNode.model_fields)
+
+
+def trusted_node(values: dict[str, Any]) -> MemoryNode:
+    """A :class:`MemoryNode` of ``values`` (every field, in field order) without validating
+    them: for values checked before (a batch's validated input, a row validated when it was
+    written). What ``MemoryNode.model_construct(**values)`` sets, without its per-field alias
+    and default look-ups (bulk writes and reads are hot paths)."""
+    node = MemoryNode.__new__(MemoryNode)
+    object.__setattr__(node, "__dict__", values)
+    object.__setattr__(node, "__pydantic_fields_set__", set(_NODE_FIELDS))
+    object.__setattr__(node, "__pydantic_extra__", None)
+    object.__setattr__(node, "__pydantic_private__", None)
+    return node
+
+
 class MemoryRecord(MemoryNode):
     """A stored memory as ``get()``/``list()`` read it back, at the engine's clock.
 

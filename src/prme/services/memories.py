@@ -27,7 +27,7 @@ from prme.models.enums import (
     Scope,
     SourceType,
 )
-from prme.models.memory import MemoryNode, MemoryRecord, StoreReceipt, stated_time
+from prme.models.memory import MemoryNode, MemoryRecord, StoreReceipt, stated_time, trusted_node
 from prme.models.scope import ScopeInput, normalize_scope
 from prme.models.store_input import StoreFields, StoreInput
 from prme.retrieval.features import ttl_expired
@@ -204,7 +204,7 @@ def _node(
         "ttl_days": g["ttl_days"],
     }
     if now_utc is not None:
-        return _constructed(values)
+        return trusted_node(values)
     for name in ("created_at", "updated_at", "last_reinforced_at"):
         values[name] = now
     values["valid_from"] = given.valid_from or now
@@ -212,21 +212,6 @@ def _node(
         return MemoryNode(**values)
     except ValidationError as exc:
         raise invalid_input(exc, "memory", nested=False) from None
-
-
-_ALL_FIELDS = set(MemoryNode.model_fields)
-
-
-def _constructed(values: dict[str, Any]) -> MemoryNode:
-    """``MemoryNode.model_construct(**values)`` for ``values`` naming every field in field
-    order: what model_construct sets, without its per-field default lookup (a store_many hot
-    path)."""
-    node = MemoryNode.__new__(MemoryNode)
-    object.__setattr__(node, "__dict__", values)
-    object.__setattr__(node, "__pydantic_fields_set__", _ALL_FIELDS.copy())
-    object.__setattr__(node, "__pydantic_extra__", None)
-    object.__setattr__(node, "__pydantic_private__", None)
-    return node
 
 
 def _features(

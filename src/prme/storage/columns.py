@@ -39,7 +39,7 @@ from prme.models.enums import (
     Scope,
     SourceType,
 )
-from prme.models.memory import MemoryNode
+from prme.models.memory import MemoryNode, trusted_node
 from prme.storage.timeutil import from_us, opt_from_us, to_us
 
 # The ``memories`` columns after ``rowid``, in schema order: what :func:`node_columns` returns.
@@ -239,31 +239,33 @@ def row_to_node(row: Sequence[Any]) -> MemoryNode:
         ttl_days,
     ) = tuple(row)
     # Rows were validated when written; construct without re-validating (a hot path).
-    return MemoryNode.model_construct(
-        id=uuid.UUID(id_),
-        user_id=user_id,
-        scope=Scope(scope),
-        node_type=NodeType(node_type),
-        content=content,
-        metadata=None if metadata is None else json.loads(metadata),
-        session_id=session_id,
-        role=role,
-        created_at=from_us(created_at),
-        updated_at=from_us(updated_at),
-        event_time=opt_from_us(event_time),
-        valid_from=from_us(valid_from),
-        valid_to=opt_from_us(valid_to),
-        confidence=confidence,
-        salience=salience,
-        confidence_base=confidence_base,
-        salience_base=salience_base,
-        epistemic_type=EpistemicType(epistemic_type),
-        source_type=SourceType(source_type),
-        lifecycle_state=LifecycleState(lifecycle_state),
-        decay_profile=DecayProfile(decay_profile),
-        last_reinforced_at=from_us(last_reinforced_at),
-        reinforcement_boost=reinforcement_boost,
-        pinned=bool(pinned),
-        evidence_refs=tuple(uuid.UUID(r) for r in json.loads(evidence_refs)),
-        ttl_days=ttl_days,
+    return trusted_node(
+        {
+            "id": uuid.UUID(id_),
+            "user_id": user_id,
+            "scope": Scope(scope),
+            "node_type": NodeType(node_type),
+            "content": content,
+            "metadata": None if metadata is None else json.loads(metadata),
+            "session_id": session_id,
+            "role": role,
+            "created_at": from_us(created_at),
+            "updated_at": from_us(updated_at),
+            "event_time": opt_from_us(event_time),
+            "valid_from": from_us(valid_from),
+            "valid_to": opt_from_us(valid_to),
+            "confidence": confidence,
+            "salience": salience,
+            "confidence_base": confidence_base,
+            "salience_base": salience_base,
+            "epistemic_type": EpistemicType(epistemic_type),
+            "source_type": SourceType(source_type),
+            "lifecycle_state": LifecycleState(lifecycle_state),
+            "decay_profile": DecayProfile(decay_profile),
+            "last_reinforced_at": from_us(last_reinforced_at),
+            "reinforcement_boost": reinforcement_boost,
+            "pinned": bool(pinned),
+            "evidence_refs": tuple(uuid.UUID(r) for r in json.loads(evidence_refs)),
+            "ttl_days": ttl_days,
+        }
     )
