@@ -582,12 +582,12 @@ def _serve(plan: dict[str, Any]) -> dict[str, Any]:
 def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) -> dict[str, Any]:
     """recall@k of the approximate vector search against the exact scan, on the queries."""
     import dataclasses
-    import threading
 
     import numpy as np
 
     from prme.engine import vector_index_policy
-    from prme.index.ann import AnnPolicy
+    from prme.index.ann import AnnPolicy, searched_ranges
+    from prme.index.segment_cache import AHEAD, SegmentCache
 
     ix = client.engine.store.owner_index(OWNER)
     policy = vector_index_policy(client.config) or AnnPolicy()
@@ -598,9 +598,7 @@ def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) ->
         rows = max(256, min(policy.min_rows, ix.size // 4))
         chunk = policy.chunk_rows if ix.size >= 2 * policy.chunk_rows else rows
         policy = dataclasses.replace(policy, min_rows=rows, chunk_rows=chunk)
-    probe = dataclasses.replace(
-        ix, ann=policy, ann_dir=None, segments={}, segment_lock=threading.Lock()
-    )
+    probe = dataclasses.replace(ix, ann=policy, ann_dir=None, graphs=SegmentCache())
     if engine_uses_ann:
         probe = ix
     vectors = np.asarray(client.engine.embedder.embed(asked), dtype=np.float32)
@@ -616,6 +614,7 @@ def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) ->
         extras.append([ix.positions_of([r for r, _ in lexical])[0], np.fromiter(graph, np.int64)])
     started = time.perf_counter()
     probe.top_k(probe.scores(vectors[0]), mask, k)  # builds (or loads) every segment
+    AHEAD.drain()  # and those built ahead (kept_ranges), before anything is timed
     build_ms = (time.perf_counter() - started) * 1000
     recalls, widened_recalls, ann_ms, exact_ms = [], [], [], []
     for query, extra in zip(vectors, extras, strict=True):
@@ -636,7 +635,7 @@ def _vector_index_recall(client: MemoryClient, asked: list[str], k: int = 10) ->
         "engine_uses_ann": engine_uses_ann,
         "min_rows": policy.min_rows,
         "chunk_rows": policy.chunk_rows,
-        "segments": len(probe.segments),
+        "segments": len(searched_ranges(ix.size, policy)),
         "segment_build_or_load_ms": round(build_ms, 1),
         "recall_at_10": round(statistics.fmean(recalls), 4),
         "recall_at_10_min": round(min(recalls), 2),

@@ -15,9 +15,10 @@ from support.owner_index import mapped
 from prme import MemoryClient
 from prme.config import PRMEConfig, RetrievalConfig
 from prme.embed.hashing import HashingEmbedder
-from prme.index.ann import AnnPolicy, segment_ranges
+from prme.index.ann import AnnPolicy, kept_ranges, segment_ranges
 from prme.index.entity_graph import EntityGraph
 from prme.index.owner_index import NUMERIC_COLUMNS, OwnerIndex, QueryScores
+from prme.index.segment_cache import AHEAD
 
 WORDS = [
     "aster",
@@ -253,8 +254,9 @@ def test_a_pack_past_the_threshold_retrieves_through_saved_segments(
     assert identity["method"] == "usearch-hnsw" and identity["exact_below_rows"] == 64
     receipt = client.get_retrieval_receipt(first.metadata.request_id, user_id="alice")
     assert receipt is not None and receipt.execution.features["vector_search"] == identity
+    AHEAD.drain()  # the graphs searched a chunk later, built ahead in the background
     saved = sorted((pack_path / "index").glob("*.usearch"))
-    assert len(saved) == len(segment_ranges(300, AnnPolicy(min_rows=64, chunk_rows=64)))
+    assert len(saved) == len(kept_ranges(300, AnnPolicy(min_rows=64, chunk_rows=64))) == 3
     ids = [r.node.id for r in first.results]
     again = make_client(config=config)  # another client on the same pack: the saved graphs
     second = again.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)

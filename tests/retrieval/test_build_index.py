@@ -13,8 +13,8 @@ import pytest
 from prme import MemoryClient
 from prme.config import PRMEConfig, RetrievalConfig
 from prme.errors import InvalidInputError
-from prme.index import owner_index
-from prme.index.ann import AnnPolicy, segment_ranges
+from prme.index import ann, segment_cache
+from prme.index.ann import AnnPolicy, searched_ranges
 from prme.index.owner_index import OwnerIndex
 from prme.storage import owner_indexes
 
@@ -48,7 +48,8 @@ def test_build_index_leaves_nothing_for_the_next_process_to_build(
     writer.store_many([{"content": t, "scope": "project"} for t in texts[:20]], user_id="bob")
 
     report = writer.build_index(user_id="alice")
-    ranges = segment_ranges(300, AnnPolicy(min_rows=64, chunk_rows=64))
+    ranges = searched_ranges(300, AnnPolicy(min_rows=64, chunk_rows=64))  # a chunk behind
+    assert ranges == [(0, 128), (128, 192)]
     assert report.model_dump(exclude={"elapsed_ms"}) == {
         "user_id": "alice",
         "rows": 300,
@@ -70,7 +71,8 @@ def test_build_index_leaves_nothing_for_the_next_process_to_build(
     reader = make_client(config=_config())  # another process: it maps what was saved
     with monkeypatch.context() as patch:
         patch.setattr(OwnerIndex, "append", _refuse)
-        patch.setattr(owner_index, "build_segments", _refuse)
+        patch.setattr(ann, "build_segment", _refuse)
+        patch.setattr(segment_cache.AHEAD, "submit", _refuse)
         got = reader.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
     expected = writer.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
     assert got.results and [(r.node.id, r.composite_score) for r in got.results] == [

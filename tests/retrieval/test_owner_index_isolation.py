@@ -19,7 +19,7 @@ import pytest
 from support.owner_index import mapped
 
 from prme import MemoryClient
-from prme.index import owner_index
+from prme.index import ann, segment_cache
 from prme.index.owner_index import OwnerIndex
 from prme.storage import owner_indexes
 from prme.storage.sqlite import DB_FILE, indexes
@@ -47,7 +47,8 @@ def _refuse(*args: Any, **kwargs: Any) -> None:
 
 def _no_rebuild(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(OwnerIndex, "append", _refuse)
-    patch.setattr(owner_index, "build_segments", _refuse)
+    patch.setattr(ann, "build_segment", _refuse)
+    patch.setattr(segment_cache.AHEAD, "submit", _refuse)
 
 
 def _no_refresh(patch: pytest.MonkeyPatch, client: MemoryClient) -> None:

@@ -1,6 +1,6 @@
 """Saved ANN segment files that no longer serve their owner are deleted: after a delete (every
-later position moves) and as the owner grows (smaller segments merge into larger ones); other
-owners' files are never touched."""
+later position moves) and as the owner grows (smaller segments merge into larger ones); the
+graphs built ahead are kept, and other owners' files are never touched."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 
 from prme import MemoryClient
 from prme.config import RetrievalConfig
+from prme.index.ann import kept_ranges, segment_key
+from prme.index.segment_cache import AHEAD
 from prme.storage import owner_indexes
 
 AT = datetime(2027, 1, 1, tzinfo=UTC)
@@ -40,6 +42,16 @@ def _files(pack: Path) -> set[str]:
     return {p.name for p in (pack / "index").glob("*.usearch")}
 
 
+def _kept(client: MemoryClient, owner: str) -> set[str]:
+    """The files of the graphs ``owner``'s index keeps at its size (searched and built ahead)."""
+    ix = client.engine.store.owner_index(owner)
+    assert ix is not None and ix.ann is not None
+    return {
+        f"{segment_key(ix.ann, ix.dimension, ix.ids, start, end)}.usearch"
+        for start, end in kept_ranges(ix.size, ix.ann)
+    }
+
+
 @pytest.mark.sqlite_only  # segment files live in the pack directory
 def test_superseded_segment_files_are_deleted(
     pack_path: Path, make_client: Callable[..., MemoryClient], monkeypatch: pytest.MonkeyPatch
@@ -54,22 +66,27 @@ def test_superseded_segment_files_are_deleted(
 
     def retrieve(owner: str) -> set[str]:
         assert client.retrieve("aster latency", user_id=owner, reference_time=AT).results
-        return _files(pack_path)
+        AHEAD.drain()  # the graphs built ahead are saved
+        client.retrieve("aster latency", user_id=owner, reference_time=AT)  # saves the index
+        files = _files(pack_path)
+        assert _kept(client, owner) <= files
+        return files
 
-    alice = retrieve("alice")  # 300 rows, chunks of 64: one segment of 4 chunks
-    bob = retrieve("bob") - alice
-    assert len(alice) == 1 and len(bob) == 2  # bob: 3 chunks, segments of 2 and 1
+    # Chunks of 64, searched a chunk behind. alice, 300 rows: searched 2 + 1 chunks, ahead 4
+    alice = retrieve("alice")
+    assert alice == _kept(client, "alice") and len(alice) == 3
+    bob = retrieve("bob") - alice  # 200 rows: searched 2 chunks, ahead 2 + 1
+    assert bob == _kept(client, "bob") and len(bob) == 2
 
     assert client.delete(stored[0], user_id="alice")  # position 0: every position moves
     after_delete = retrieve("alice")
-    assert bob <= after_delete and not alice & after_delete  # alice's old graph is gone
+    assert after_delete == bob | _kept(client, "alice") and not alice & after_delete
     alice = after_delete - bob
-    assert len(alice) == 1
 
-    client.store_many(_texts(150, 2000), user_id="alice")  # 449 rows: segments of 4, 2, 1 chunks
+    client.store_many(_texts(150, 2000), user_id="alice")  # 449 rows: 4 + 2 (+ 1 ahead)
     grown = retrieve("alice") - bob
-    assert alice <= grown and len(grown) == 3
-    client.store_many(_texts(100, 3000), user_id="alice")  # 549 rows: one segment of 8 chunks
-    merged = retrieve("alice")
-    assert bob <= merged and len(merged - bob) == 1 and not grown & merged
-    assert retrieve("bob") == merged  # bob's graph survived every save of alice's index
+    assert grown == _kept(client, "alice") and len(grown) == 3 and len(alice & grown) == 1
+    client.store_many(_texts(100, 3000), user_id="alice")  # 549 rows: 4 + 2 + 1 (+ 8 ahead)
+    merged = retrieve("alice") - bob
+    assert merged == _kept(client, "alice") and len(merged) == 4 and len(grown & merged) == 3
+    assert retrieve("bob") - merged == bob  # bob's graphs survived every save of alice's index

@@ -23,8 +23,8 @@ from support.owner_index import mapped
 
 from prme import MemoryClient
 from prme.config import RetrievalConfig
-from prme.index import owner_index
-from prme.index.ann import segment_ranges
+from prme.index import ann, segment_cache
+from prme.index.ann import kept_ranges
 from prme.index.lexical import shared_postings
 from prme.index.owner_index import OwnerIndex
 from prme.storage import owner_indexes
@@ -110,7 +110,8 @@ def _no_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("the owner index was rebuilt from the rows")
 
     monkeypatch.setattr(OwnerIndex, "append", refuse)
-    monkeypatch.setattr(owner_index, "build_segments", refuse)
+    monkeypatch.setattr(ann, "build_segment", refuse)
+    monkeypatch.setattr(segment_cache.AHEAD, "submit", refuse)
 
 
 def _saved_owners(client: MemoryClient) -> list[str]:
@@ -377,7 +378,7 @@ def test_saved_segments_are_loaded_not_rebuilt(
         ).fetchone() or (0,)
     ix = store.owner_index("alice")
     assert ix is not None and ix.ann is not None
-    assert names == len(segment_ranges(ROWS, ix.ann)) > 0
+    assert names == len(kept_ranges(ROWS, ix.ann)) > 0  # those searched later included
     reader = pack(**settings)
     with monkeypatch.context() as patch:
         _no_rebuild(patch)

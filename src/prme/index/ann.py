@@ -13,6 +13,14 @@ same results in every process and every run; a segment built once is reused whil
 stay the same (persisted under the pack's index directory, keyed by its memory ids and the
 policy, and memory-mapped when reopened).
 
+The graphs searched lag ``lag_chunks`` chunks behind the owner (:func:`searched_ranges`): an
+owner of ``n`` rows searches the segments of ``n - lag_chunks * chunk_rows`` rows and scans
+the rest exactly. When a chunk fills, the layout that takes over ``lag_chunks`` chunks later
+is known, and its new graphs (a merge of smaller ones can take minutes) are built in the
+background meanwhile (:func:`kept_ranges`), not inside the retrieval that first needs them.
+Which graphs are searched is still a function of the row count alone; only an owner that
+grows faster than a graph is built waits for it.
+
 The graph stores vectors quantized to int8: integer dot products are exact on every CPU, so
 the graph does not depend on the SIMD kernels of the machine that built it. Every candidate a
 graph returns is rescored with the float32 cosine the exact scan computes, and the best ``k``
@@ -68,6 +76,9 @@ class AnnPolicy:
     expansion_search: int = 512
     quantization: str = "i8"
     max_segment_chunks: int = 8  # the largest segment holds this many chunks
+    # The graphs searched are those of this many chunks fewer rows: the next ones are built
+    # in the background while the newest chunks fill (and those rows are scanned exactly).
+    lag_chunks: int = 1
     # The other channels' candidates (lexical, graph) are rescored with the exact cosine and
     # compete for the vector channel's k places (:meth:`OwnerIndex.widened`).
     rescore_channels: bool = True
@@ -89,6 +100,7 @@ class AnnPolicy:
             "exact_below_rows": self.min_rows,
             "chunk_rows": self.chunk_rows,
             "max_segment_chunks": self.max_segment_chunks,
+            "graphs_lag_chunks": self.lag_chunks,
             "expansion_search": self.expansion_search,
             "rescores_other_channels": self.rescore_channels,
         }
@@ -119,6 +131,24 @@ def segment_ranges(size: int, policy: AnnPolicy) -> list[tuple[int, int]]:
             chunks -= bit
         bit >>= 1
     return ranges
+
+
+def searched_ranges(size: int, policy: AnnPolicy) -> list[tuple[int, int]]:
+    """The graphs the vector channel searches at ``size`` rows: the :func:`segment_ranges`
+    of ``lag_chunks`` chunks fewer rows (pure). Rows after them are scanned exactly."""
+    if size < policy.min_rows:
+        return []
+    return segment_ranges(size - policy.lag_chunks * policy.chunk_rows, policy)
+
+
+def kept_ranges(size: int, policy: AnnPolicy) -> list[tuple[int, int]]:
+    """The graphs an owner of ``size`` rows keeps (pure): those searched now, then those
+    searched once it grows by up to ``lag_chunks`` chunks, whose rows all exist already (so
+    they are built ahead). Largest first within each layout, without repeats."""
+    kept: dict[tuple[int, int], None] = {}
+    for ahead in range(policy.lag_chunks + 1):
+        kept.update(dict.fromkeys(searched_ranges(size + ahead * policy.chunk_rows, policy)))
+    return list(kept)
 
 
 def segment_key(policy: AnnPolicy, dimension: int, ids: Sequence[str], start: int, end: int) -> str:
@@ -248,8 +278,10 @@ def load_segment(
 
 
 def save_segment(segment: Segment, path: Path) -> None:
-    """Write the segment atomically (a partial file never has the final name)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the segment atomically (a partial file never has the final name). The directory
+    is created, its parent not: a build ahead that ends after its store closed and removed its
+    private directory writes nothing (an OSError)."""
+    path.parent.mkdir(exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
     try:
         segment._graph.save(str(partial))

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.index import strings
-from prme.index.ann import segment_key, segment_ranges
+from prme.index.ann import kept_ranges, segment_key
 from prme.index.entity_graph import EntityGraph
 from prme.index.lexical import shared_postings
 from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
@@ -160,12 +160,12 @@ def save(
     write is never loaded.
 
     The owner's ANN segment files that no longer serve it are deleted: those the previous
-    save listed, or this index built, that are not segments of the index at ``stamp.size``
+    save listed, or this index built, that the index at ``stamp.size`` does not keep
     (after a delete every later position moves; as the owner grows, smaller segments are
     replaced by larger ones). Only this owner's files are ever listed, so no other owner's
     segments are touched."""
     size = stamp.size
-    current = segment_keys(index, segment_ranges(size, index.ann)) if index.ann else set()
+    current = segment_keys(index, kept_ranges(size, index.ann)) if index.ann else set()
     superseded = (_listed_segments(directory) | segment_keys(index, list(index.segments))) - current
     graph = index.graph
     if graph.size < size:

@@ -26,16 +26,17 @@ from prme.index.ann import (
     SEARCH_POOL,
     AnnPolicy,
     Segment,
-    build_segments,
+    kept_ranges,
     load_segment,
     oversampled_count,
     rescore_top_k,
     save_segment,
+    searched_ranges,
     segment_key,
-    segment_ranges,
 )
 from prme.index.arrays import distinct, exact_dot
 from prme.index.entity_graph import EntityGraph
+from prme.index.segment_cache import SegmentCache
 from prme.index.strings import StringColumn
 from prme.models.enums import (
     DecayProfile,
@@ -57,6 +58,7 @@ CONDITIONS = ["unknown", "true", "false", "expired"]
 NO_TIME = np.iinfo(np.int64).min
 NODE_CACHE = 4096
 SEGMENT_LOG = "segments.log"  # in a saved index's directory: the segment files built since
+_SEGMENT_LOG_LOCK = threading.Lock()
 NO_TTL = -1
 
 # (column name, numpy dtype); codes index the lists above.
@@ -126,8 +128,7 @@ class OwnerIndex:
     # and the segments built so far (shared by every snapshot: a segment never changes)
     ann: AnnPolicy | None = None
     ann_dir: Path | None = None
-    segments: dict[tuple[int, int], Segment] = field(default_factory=dict)
-    segment_lock: threading.Lock = field(default_factory=threading.Lock)
+    graphs: SegmentCache = field(default_factory=SegmentCache, compare=False, repr=False)
     # memories already fetched for a retrieval, by position (shared by every snapshot: the
     # rows an index holds never change, a delete or supersede makes a new index), at most
     # NODE_CACHE of them
@@ -304,60 +305,53 @@ class OwnerIndex:
         """The graphs over ``ranges``: each built once (or loaded from the pack's index
         directory), then shared; the missing ones are built side by side."""
         assert self.ann is not None
-        ann = self.ann
-        with self.segment_lock:
-            paths: dict[tuple[int, int], Path | None] = {}
-            for start, end in ranges:
-                if (start, end) in self.segments or (start, end) in paths:
-                    continue
-                path = found = None
-                if self.ann_dir is not None:
-                    key = segment_key(ann, self.dimension, self.ids, start, end)
-                    path = self.ann_dir / f"{key}.usearch"
-                    found = load_segment(path, start, end, ann, self.dimension)
-                if found is None:
-                    paths[(start, end)] = path
-                else:
-                    self.segments[(start, end)] = found
-            log_lock = threading.Lock()
-
-            def keep(built: Segment) -> Segment:
-                path = paths[(built.start, built.end)]
-                if path is None:  # a read-only pack keeps the graph in memory only
-                    return built
-                with suppress(OSError):
-                    save_segment(built, path)
-                    with log_lock:
-                        self._log_segment(path.stem)
-                    # searched through the saved file from now on: its pages are the page
-                    # cache's, so the built graph's memory is returned
-                    return load_segment(path, built.start, built.end, ann, self.dimension) or built
-                return built
-
-            if paths:
-                for found in build_segments(self.vectors, list(paths), ann, keep):
-                    self.segments[(found.start, found.end)] = found
-            return [self.segments[r] for r in ranges]
+        return self.graphs.get(ranges, self.vectors, self.ann, self._load_segment, self._keep)
 
     def complete_segments(self) -> list[tuple[int, int]]:
-        """Build (or load) every graph the policy searches at this size; their ranges (none
-        when the vector channel scans exactly)."""
-        ranges = segment_ranges(self.size, self.ann) if self.ann is not None else []
+        """Build (or load) every graph the policy keeps at this size, those searched later
+        included (:func:`~prme.index.ann.kept_ranges`); their ranges (none when the vector
+        channel scans exactly)."""
+        ranges = kept_ranges(self.size, self.ann) if self.ann is not None else []
         if ranges:
             self.segments_for(ranges)
         return ranges
 
-    def _log_segment(self, key: str) -> None:
-        if self.index_dir is not None and self.index_dir.is_dir():
-            with (self.index_dir / SEGMENT_LOG).open("a", encoding="utf-8") as log:
-                log.write(f"{key}\n")
+    @property
+    def segments(self) -> dict[tuple[int, int], Segment]:  # those built or loaded so far
+        return self.graphs.built
+
+    def _segment_path(self, start: int, end: int) -> Path | None:
+        if self.ann is None or self.ann_dir is None:
+            return None  # a read-only pack keeps its graphs in memory only
+        return self.ann_dir / f"{segment_key(self.ann, self.dimension, self.ids, start, end)}.usearch"
+
+    def _load_segment(self, bounds: tuple[int, int]) -> Segment | None:
+        path = self._segment_path(*bounds)
+        if path is None or self.ann is None:
+            return None
+        return load_segment(path, *bounds, self.ann, self.dimension)
+
+    def _keep(self, built: Segment) -> Segment:
+        """Save a graph just built; searched through the saved file from then on (its pages
+        are the page cache's, so the built graph's memory is returned)."""
+        path = self._segment_path(built.start, built.end)
+        if path is None or self.ann is None:
+            return built
+        with suppress(OSError):
+            save_segment(built, path)
+            logged = self.index_dir  # the saved index lists it: a later save may delete it
+            if logged is not None and logged.is_dir():
+                with _SEGMENT_LOG_LOCK, (logged / SEGMENT_LOG).open("a", encoding="utf-8") as log:
+                    log.write(f"{path.stem}\n")
+            return load_segment(path, built.start, built.end, self.ann, self.dimension) or built
+        return built
 
     def ann_top_k(
         self, query: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Approximate top-k among masked positions: each segment's neighbours plus the exact
-        tail, rescored exactly. A mask that keeps fewer than ``min_rows`` rows (or under a
-        quarter of them) is scanned exactly over its rows instead."""
+        """Approximate top-k among masked positions: the searched graphs' neighbours and the
+        rows after them, rescored exactly (the graphs searched later are built ahead). A mask
+        keeping under ``min_rows`` rows (or a quarter of them) is scanned exactly instead."""
         assert self.ann is not None
         size = self.size
         allowed = size if mask.all() else int(np.count_nonzero(mask))
@@ -366,17 +360,25 @@ class OwnerIndex:
         vectors = self.vectors
         if allowed < self.ann.min_rows or 4 * allowed < size:
             return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
-        ranges = segment_ranges(size, self.ann)
+        ranges = searched_ranges(size, self.ann)
         count = oversampled_count(k, size, allowed)
-        segments = self.segments_for(ranges)
-        found = SEARCH_POOL.search(segments, query, count, self.ann.expansion_search)
-        found.append(np.arange(ranges[-1][1] if ranges else 0, size, dtype=np.int64))
-        pool = distinct(np.concatenate(found))
+        found = SEARCH_POOL.search(self.segments_for(ranges), query, count, self.ann.expansion_search)
+        self.graphs.prepare(
+            kept_ranges(size, self.ann), vectors, self.ann, self._load_segment, self._keep
+        )
+        pool = distinct(np.concatenate(found)) if found else np.zeros(0, np.int64)
         pool = pool[mask[pool]]
-        chosen, cosines = rescore_top_k(pool, query, vectors, k, exact_dot)
+        # the rows after the graphs, scanned where they lie (not gathered into a copy)
+        tail = ranges[-1][1] if ranges else 0
+        tail_cosines = exact_dot(vectors[tail:size], query)
+        tail_pos = np.arange(tail, size, dtype=np.int64)[mask[tail:size]]
+        cosines = np.concatenate((exact_dot(vectors[pool], query), tail_cosines[tail_pos - tail]))
+        pool = np.concatenate((pool, tail_pos))
+        order = np.lexsort((pool, -cosines))[:k]
+        chosen, chosen_cosines = pool[order], cosines[order]
         if chosen.size < min(k, allowed):  # the graphs found too few: scan the mask exactly
             return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
-        return chosen, cosines
+        return chosen, chosen_cosines
 
     def widened(
         self,

@@ -4,7 +4,9 @@ The first retrieval after a bulk load reads the owner's rows into the column ind
 them, saves the index and, past the approximate index's threshold, builds its HNSW segments:
 seconds at 100k memories, minutes at a million. This does that work now (the same work, with
 the same result: the index and graphs are functions of the owner's rows), and waits until what
-is saved is saved, so a new process maps it instead of rebuilding it.
+is saved is saved, so a new process maps it instead of rebuilding it. The graphs searched once
+the owner grows by a chunk are built too (:func:`~prme.index.ann.kept_ranges`), so none is
+left to build in the background either.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import time
 
 from prme.engine import Engine
+from prme.index.ann import searched_ranges
 from prme.models.retrieval import OwnerIndexReport
 from prme.validation import require_owner
 
@@ -23,9 +26,11 @@ def build_index(engine: Engine, user_id: str) -> OwnerIndexReport:
     store = engine.store
     with store.read_snapshot():
         index = store.owner_index(owner)
-    ranges = [] if index is None else index.complete_segments()
+    if index is not None:
+        index.complete_segments()  # those searched later included
     store.wait_for_index_saves()
     rows = 0 if index is None else index.size
+    ranges = [] if index is None or index.ann is None else searched_ranges(rows, index.ann)
     return OwnerIndexReport(
         user_id=owner,
         rows=rows,

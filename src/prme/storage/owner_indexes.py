@@ -32,5 +32,12 @@ class OwnerIndexCache:
         """Search vectors approximately past ``policy``'s size (None: exact scans only)."""
         with self._index_lock:
             if policy != self._ann:
-                self._indexes.clear()
+                self._drop_indexes()
             self._ann = policy
+
+    def _drop_indexes(self) -> None:
+        """Forget every owner index, and stop their graphs built ahead from being saved (the
+        caller holds ``_index_lock``)."""
+        for index in self._indexes.values():
+            index.graphs.close()
+        self._indexes.clear()

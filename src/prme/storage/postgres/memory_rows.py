@@ -7,9 +7,9 @@ saved in the background (:mod:`~prme.storage.postgres.index_saves`): the retriev
 it hands a fixed view (:meth:`OwnerIndex.snapshot`) to the store's saving thread and returns. The
 view never changes while the live index keeps appending (it reads positions below its size
 only: appends write past it, an array that grows is replaced by a copy holding the same rows
-below, a compacted graph is a new object), and its segments are built under the index's
-``segment_lock`` like a retrieve's (it keeps a dict of its own: the live index's later
-segments are not the saved index's, and are never deleted as superseded by it). Once the save
+below, a compacted graph is a new object), and its segments are built like a retrieve's, in a
+cache of its own (:meth:`SegmentCache.up_to`: the live index's later segments are not the saved
+index's, and are never deleted as superseded by it). Once the save
 commits, the live index's ``saved_size`` becomes the view's size; a failed or skipped save
 leaves it, so the index is saved again when next refreshed while still due."""
 
@@ -341,7 +341,7 @@ class MemoryRows(OwnerIndexCache):
         view = index.snapshot()
         # the view's own segments: a later one the live index builds meanwhile is not the saved
         # index's, and must not be deleted as one it superseded (index_file.save)
-        view.segments = {r: s for r, s in dict(index.segments).items() if r[1] <= view.size}
+        view.graphs = index.graphs.up_to(view.size)
         root, logged_in = self._index_root(), index.index_dir
 
         def save() -> None:

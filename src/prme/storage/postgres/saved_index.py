@@ -38,7 +38,7 @@ from typing import Any
 import psycopg
 
 from prme.index import index_file
-from prme.index.ann import AnnPolicy, segment_ranges
+from prme.index.ann import AnnPolicy, kept_ranges
 from prme.index.owner_index import SEGMENT_LOG, OwnerIndex
 from prme.index.postings import OwnerPostings
 from prme.storage.postgres.migrations import Conn
@@ -157,9 +157,9 @@ def load(
     index = index_file.load(directory, stamp, ann=ann, ann_dir=ann_dir)
     if index is None:
         return None
-    if index.ann is not None:  # the segments this policy searches at this size, if saved
+    if index.ann is not None:  # the segments this policy keeps at this size, if saved
         ann_dir.mkdir(exist_ok=True)
-        for segment in index_file.segment_keys(index, segment_ranges(stamp.size, index.ann)):
+        for segment in index_file.segment_keys(index, kept_ranges(stamp.size, index.ann)):
             name = f"{ANN}/{segment}.usearch"
             path = ann_dir / f"{segment}.usearch"
             if name in files and not path.exists():
@@ -227,7 +227,7 @@ def save(
 ) -> bool:
     """Save ``index`` (built up to ``stamp``) for its owner, with its lexical ``postings`` when
     they cover it, replacing what was saved, in ``conn``'s transaction (the caller holds the
-    owner's save lock). The segments the policy searches at this size are built first, so a
+    owner's save lock). The segments the policy keeps at this size are built first, so a
     new process loads them too; a segment saved before with the same key (its rows and the
     policy) is kept, not uploaded again."""
     user_id = stamp.user_id

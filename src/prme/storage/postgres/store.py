@@ -305,6 +305,8 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         if not self._closed:
             self._closed = True
             self._close_index_saves()  # a save in progress finishes first
+            with self._index_lock:
+                self._drop_indexes()
             self._pool.close()
             if self._workdir is not None and self._index_cache is None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
@@ -344,7 +346,7 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         self._pack_id = values["pack_id"]
         self._embedder = None
         with self._index_lock:
-            self._indexes.clear()
+            self._drop_indexes()
 
     def _meta_values(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self._fetchall("SELECT key, value FROM meta")}

@@ -196,6 +196,8 @@ class SQLiteStore(MemoryRows, OperationsLog):
         return conn
 
     def close(self) -> None:
+        with self._index_lock:
+            self._drop_indexes()  # nothing more is written in the pack once it is closed
         self._close_connections()
         self._tokenizer.close()
 
@@ -425,7 +427,7 @@ class SQLiteStore(MemoryRows, OperationsLog):
         self._pack_id = self._meta("pack_id")
         self._embedder = None
         with self._index_lock:
-            self._indexes.clear()
+            self._drop_indexes()
 
     # ------------------------------------------------------------- whole-pack rows
     def meta_values(self) -> dict[str, str]:
@@ -455,7 +457,7 @@ class SQLiteStore(MemoryRows, OperationsLog):
         content."""
         self.rebuild_digest_state()
         with self._index_lock:
-            self._indexes.clear()
+            self._drop_indexes()
             shutil.rmtree(self.path / INDEX_DIR, ignore_errors=True)
 
     # ------------------------------------------------------------------- integrity
