@@ -540,3 +540,22 @@ def test_missing_segments_built_side_by_side_are_the_segments_built_alone(
         np.testing.assert_array_equal(
             at_once.vector_search(query, mask, 10)[0], alone.vector_search(query, mask, 10)[0]
         )
+
+
+@pytest.mark.parametrize("batch", [1, 97, 4096])
+def test_a_graph_built_a_batch_at_a_time_is_the_graph_built_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """Graphs are built a batch of rows at a time (so a build ahead can stop at exit): the
+    saved bytes are those of one insertion of every row, whatever the batch."""
+    from prme.index import ann as ann_module
+
+    vectors = embedded(700, seed=15)
+    whole = ann_module._new_graph(POLICY, vectors.shape[1])
+    whole.add(np.arange(100, 700, dtype=np.uint64), vectors[100:700], threads=1)
+    whole.save(str(tmp_path / "whole.usearch"))
+    monkeypatch.setattr(ann_module, "BUILD_BATCH_ROWS", batch)
+    ann_module.save_segment(ann_module.build_segment(vectors, 100, 700, POLICY), tmp_path / "b")
+    assert (tmp_path / "b").read_bytes() == (tmp_path / "whole.usearch").read_bytes()
+    with pytest.raises(ann_module.BuildStopped):
+        ann_module.build_segment(vectors, 100, 700, POLICY, stop=lambda: True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -79,11 +80,11 @@ def held_builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[Any], th
     release = threading.Event()
     build = ann.build_segment
 
-    def recorded(vectors: Any, start: int, end: int, policy: AnnPolicy) -> Any:
+    def recorded(vectors: Any, start: int, end: int, policy: AnnPolicy, *stop: Any) -> Any:
         calls.append((threading.current_thread().name, (start, end)))
         if threading.current_thread().name == "prme-ann-ahead":
             assert release.wait(60)
-        return build(vectors, start, end, policy)
+        return build(vectors, start, end, policy, *stop)
 
     monkeypatch.setattr(ann, "build_segment", recorded)
     yield calls, release
@@ -190,3 +191,42 @@ def test_a_closed_pack_gets_no_graph_built_ahead(
     release.set()
     AHEAD.drain()
     assert set((pack_path / "index").glob("*.usearch")) == files  # nothing written after close
+
+
+EXITS_DURING_A_BUILD_AHEAD = """
+import sys, time
+from prme import MemoryClient
+from prme.config import EmbeddingConfig, PRMEConfig, RetrievalConfig
+from prme.index import ann
+words = "aster basalt cobalt fjord garnet harbor iris postgres redis latency budget".split()
+config = PRMEConfig(
+    embedding=EmbeddingConfig(provider="hash", dimension=64),
+    retrieval=RetrievalConfig(vector_index="hnsw", vector_index_min_rows=4096),
+)
+client = MemoryClient(sys.argv[1], config=config)
+texts = [" ".join(words[(i * 7 + j * 3) % 11] for j in range(5)) + f" {i}" for i in range(16484)]
+client.store_many(texts[:8000], user_id="alice")
+client.store_many(texts[8000:], user_id="alice")
+built = ann.build_segment
+def noted(vectors, start, end, policy, *stop):
+    print("building", start, end, flush=True)
+    return built(vectors, start, end, policy, *stop)
+ann.build_segment = noted
+client.retrieve("aster latency", user_id="alice")  # 4 chunks: (0, 16384) is built ahead
+time.sleep(0.2)
+print("exiting", flush=True)
+"""
+
+
+def test_a_process_exits_cleanly_while_a_graph_is_built_ahead(tmp_path: Path) -> None:
+    """The builder is a daemon thread inside usearch's C++ code when the interpreter exits:
+    exit stops it between two batches of rows (before, the process aborted)."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_DURING_A_BUILD_AHEAD, str(tmp_path / "pack")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "building 0 16384" in done.stdout and done.stdout.rstrip().endswith("exiting")
+    assert "terminate" not in done.stderr

@@ -39,6 +39,10 @@ class SegmentCache:
         self.building: dict[Range, Future[Segment]] = {}
         self.closed = False  # its store closed or dropped the index: nothing more is saved
 
+    def _stopped(self) -> bool:
+        """Whether a build ahead stops: its store closed, or the process is exiting."""
+        return self.closed or AHEAD.stopping.is_set()
+
     def close(self) -> None:
         """Build nothing more ahead and save no graph: the store closed, or dropped the index
         (a build already running finishes in memory; usearch cannot stop one)."""
@@ -110,7 +114,7 @@ class SegmentCache:
             try:
                 self._build(claimed, vectors, policy, keep, side_by_side=False)
             except Exception:  # a retrieval that needs one of them builds it
-                if not self.closed:
+                if not self._stopped():
                     log.exception("building HNSW segments %s ahead failed", sorted(claimed))
 
         if not AHEAD.submit(build):  # shutting down: released, built when needed
@@ -153,9 +157,7 @@ class SegmentCache:
                 ann.build_segments(vectors, claimed, policy, done)
             else:
                 for start, end in claimed:
-                    if self.closed:
-                        raise RuntimeError("the owner index was closed")
-                    done(ann.build_segment(vectors, start, end, policy))
+                    done(ann.build_segment(vectors, start, end, policy, self._stopped))
         except BaseException as exc:
             self._release(claimed, exc)
             raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
@@ -11,6 +12,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 log = logging.getLogger("prme.index")
+# How long exit waits for a background job to reach its next check (a batch of a graph's rows:
+# well under a second).
+HALT_SECONDS = 30.0
 
 T = TypeVar("T")
 
@@ -49,39 +53,59 @@ class Workers:
 
 class Background:
     """One daemon thread running submitted jobs in order, started on first use (and again in
-    a forked child). A daemon: the process never waits for it to exit, so a job must leave
-    nothing half done that matters (a graph built ahead is saved atomically, or not at all)."""
+    a forked child). A daemon, so that a process never waits for work it no longer needs:
+    at exit, :attr:`stopping` is set and the job running is waited for, which must therefore
+    check it often (a graph is built a batch of rows at a time) and leave nothing half done
+    (a graph built ahead is saved atomically, or not at all). A job still inside a C++
+    library when the interpreter exits would abort the process."""
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._pid = 0
         self._lock = threading.Lock()
+        self._running = threading.Lock()  # held while a job runs
+        self.stopping = threading.Event()
 
     def submit(self, job: Callable[[], None]) -> bool:
         """Queue ``job``; False when no thread can be started (the interpreter is exiting)."""
         with self._lock:
             if self._pid != os.getpid():
-                self._jobs = queue.SimpleQueue()
+                self._jobs, self._running = queue.SimpleQueue(), threading.Lock()
+                self.stopping = threading.Event()
                 try:
                     threading.Thread(target=self._run, name=self._name, daemon=True).start()
                 except RuntimeError:
                     return False
+                if not self._pid:
+                    atexit.register(self._halt)
                 self._pid = os.getpid()
             self._jobs.put(job)
         return True
 
     def _run(self) -> None:
-        jobs = self._jobs
+        jobs, running, stopping = self._jobs, self._running, self.stopping
         while True:
             job = jobs.get()
-            try:
-                job()
-            except Exception:  # a job reports its own failures; the thread goes on
-                log.exception("background job failed")
+            with running:
+                if stopping.is_set():
+                    continue
+                try:
+                    job()
+                except Exception:  # a job reports its own failures; the thread goes on
+                    log.exception("background job failed")
+
+    def _halt(self) -> None:
+        """At exit: no job starts any more, and the one running stops at its next check."""
+        if self._pid != os.getpid():
+            return  # no thread of this process (a forked child that never started one)
+        self.stopping.set()
+        if self._running.acquire(timeout=HALT_SECONDS):
+            self._running.release()
 
     def drain(self) -> None:
         """Wait until the jobs submitted so far have run."""
         done = threading.Event()
         if self.submit(done.set):
-            done.wait()
+            while not done.wait(0.1) and not self.stopping.is_set():
+                pass
