@@ -24,7 +24,7 @@ from prme import MemoryClient
 from prme.config import PRMEConfig, RetrievalConfig
 from prme.index import ann
 from prme.index.ann import AnnPolicy, kept_ranges, searched_ranges, segment_ranges
-from prme.index.segment_cache import AHEAD, SegmentCache
+from prme.index.segment_cache import AHEAD, GraphSource, SegmentCache
 from prme.storage import owner_indexes
 
 AT = datetime(2027, 1, 1, tzinfo=UTC)
@@ -149,7 +149,7 @@ def test_an_owner_that_outgrows_a_build_waits_for_it(
 
 
 def _child_gets(cache: SegmentCache, vectors: Any, policy: AnnPolicy) -> None:
-    found = cache.get([(0, 128)], vectors, policy, lambda r: None, lambda s: s)
+    found = cache.get([(0, 128)], GraphSource(vectors, policy, lambda r: None, lambda s: s))
     sys.exit(0 if [(s.start, s.end) for s in found] == [(0, 128)] else 3)
 
 

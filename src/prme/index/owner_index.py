@@ -36,7 +36,7 @@ from prme.index.ann import (
 )
 from prme.index.arrays import distinct, exact_dot
 from prme.index.entity_graph import EntityGraph
-from prme.index.segment_cache import SegmentCache
+from prme.index.segment_cache import GraphSource, SegmentCache
 from prme.index.strings import StringColumn
 from prme.models.enums import (
     DecayProfile,
@@ -305,7 +305,7 @@ class OwnerIndex:
         """The graphs over ``ranges``: each built once (or loaded from the pack's index
         directory), then shared; the missing ones are built side by side."""
         assert self.ann is not None
-        return self.graphs.get(ranges, self.vectors, self.ann, self._load_segment, self._keep)
+        return self.graphs.get(ranges, self._graph_source(self.ann))
 
     def complete_segments(self) -> list[tuple[int, int]]:
         """Build (or load) every graph the policy keeps at this size, those searched later
@@ -319,6 +319,9 @@ class OwnerIndex:
     @property
     def segments(self) -> dict[tuple[int, int], Segment]:  # those built or loaded so far
         return self.graphs.built
+
+    def _graph_source(self, policy: AnnPolicy) -> GraphSource:
+        return GraphSource(self.vectors, policy, self._load_segment, self._keep)
 
     def _segment_path(self, start: int, end: int) -> Path | None:
         if self.ann is None or self.ann_dir is None:
@@ -363,9 +366,7 @@ class OwnerIndex:
         ranges = searched_ranges(size, self.ann)
         count = oversampled_count(k, size, allowed)
         found = SEARCH_POOL.search(self.segments_for(ranges), query, count, self.ann.expansion_search)
-        self.graphs.prepare(
-            kept_ranges(size, self.ann), vectors, self.ann, self._load_segment, self._keep
-        )
+        self.graphs.prepare(kept_ranges(size, self.ann), self._graph_source(self.ann))
         pool = distinct(np.concatenate(found)) if found else np.zeros(0, np.int64)
         pool = pool[mask[pool]]
         # the rows after the graphs, scanned where they lie (not gathered into a copy)

@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +28,17 @@ Range = tuple[int, int]
 # The background builder: one daemon thread for the process, so a build ahead uses one CPU at
 # most and never delays the process's exit (a graph it did not finish is built again later).
 AHEAD = Background("prme-ann-ahead")
+
+
+@dataclass(frozen=True)
+class GraphSource:
+    """What an owner index's graphs are built from (its vectors and policy), and how one is
+    loaded from where it was saved (None: not saved) and kept once built (saved)."""
+
+    vectors: npt.NDArray[np.float32]
+    policy: AnnPolicy
+    load: Callable[[Range], Segment | None]
+    keep: Callable[[Segment], Segment]
 
 
 class SegmentCache:
@@ -61,20 +73,13 @@ class SegmentCache:
         with self.lock:
             return SegmentCache({r: s for r, s in self.built.items() if r[1] <= size})
 
-    def get(
-        self,
-        ranges: Sequence[Range],
-        vectors: npt.NDArray[np.float32],
-        policy: AnnPolicy,
-        load: Callable[[Range], Segment | None],
-        keep: Callable[[Segment], Segment],
-    ) -> list[Segment]:
+    def get(self, ranges: Sequence[Range], source: GraphSource) -> list[Segment]:
         """The graphs over ``ranges``: loaded, or built here side by side (each passed to
-        ``keep``, which saves it), or awaited when already being built. A graph whose build
+        ``source.keep``, which saves it), or awaited when already being built. A graph whose build
         ahead failed is built here."""
-        claimed = self._claim(ranges, load)
+        claimed = self._claim(ranges, source.load)
         if claimed:
-            self._build(claimed, vectors, policy, keep, side_by_side=True)
+            self._build(claimed, source, side_by_side=True)
         found: list[Segment] = []
         for r in ranges:
             while True:
@@ -84,8 +89,8 @@ class SegmentCache:
                     found.append(segment)
                     break
                 if pending is None:  # its build elsewhere failed: build it here
-                    if claimed := self._claim([r], load):
-                        self._build(claimed, vectors, policy, keep, side_by_side=True)
+                    if claimed := self._claim([r], source.load):
+                        self._build(claimed, source, side_by_side=True)
                     continue
                 try:
                     pending.result()
@@ -93,26 +98,19 @@ class SegmentCache:
                     continue
         return found
 
-    def prepare(
-        self,
-        ranges: Sequence[Range],
-        vectors: npt.NDArray[np.float32],
-        policy: AnnPolicy,
-        load: Callable[[Range], Segment | None],
-        keep: Callable[[Segment], Segment],
-    ) -> None:
+    def prepare(self, ranges: Sequence[Range], source: GraphSource) -> None:
         """Load the graphs over ``ranges``, and build the missing ones on the background
         builder, one after another; returns at once."""
         with self.lock:  # the common case, nothing to do, takes no file system look-up
             if all(r in self.built or r in self.building for r in ranges):
                 return
-        claimed = self._claim(ranges, load)
+        claimed = self._claim(ranges, source.load)
         if not claimed:
             return
 
         def build() -> None:
             try:
-                self._build(claimed, vectors, policy, keep, side_by_side=False)
+                self._build(claimed, source, side_by_side=False)
             except Exception:  # a retrieval that needs one of them builds it
                 if not self._stopped():
                     log.exception("building HNSW segments %s ahead failed", sorted(claimed))
@@ -135,17 +133,11 @@ class SegmentCache:
                     claimed.append(r)
         return sorted(claimed, key=lambda r: r[0] - r[1])  # the largest first
 
-    def _build(
-        self,
-        claimed: list[Range],
-        vectors: npt.NDArray[np.float32],
-        policy: AnnPolicy,
-        keep: Callable[[Segment], Segment],
-        *,
-        side_by_side: bool,
-    ) -> None:
+    def _build(self, claimed: list[Range], source: GraphSource, *, side_by_side: bool) -> None:
+        vectors, policy = source.vectors, source.policy
+
         def done(built: Segment) -> Segment:
-            segment = built if self.closed else keep(built)
+            segment = built if self.closed else source.keep(built)
             with self.lock:
                 self.built[(built.start, built.end)] = segment
                 future = self.building.pop((built.start, built.end))
