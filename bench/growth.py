@@ -25,7 +25,6 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     del sys.path[0]  # bench/http.py would shadow the standard library's http package
 
 import argparse
-import importlib.util
 import json
 import platform
 import statistics
@@ -36,19 +35,11 @@ from typing import Any
 from prme import MemoryClient
 from prme.config import EmbeddingConfig, PRMEConfig, RetrievalConfig
 
-_ENGINE = Path(__file__).resolve().parent / "engine.py"
-
-
-def _engine() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_engine", _ENGINE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.append(str(Path(__file__).resolve().parent))  # last: after the standard library
+import engine  # bench/engine.py: the workload
 
 
 def run(rows: int, chunk: int, batch: int, rate: float, dimension: int) -> dict[str, Any]:
-    engine = _engine()
     items, asked = engine.memories(rows), engine.queries(200)
     config = PRMEConfig(
         embedding=EmbeddingConfig(provider="hash", dimension=dimension),

@@ -327,6 +327,13 @@ def rescore_top_k(
     and sorted)."""
     if positions.size == 0 or k <= 0:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    cosines = dot(vectors[positions], query)
+    return best_by_cosine(positions, dot(vectors[positions], query), k)
+
+
+def best_by_cosine(
+    positions: npt.NDArray[np.int64], cosines: npt.NDArray[np.float32], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """The ``k`` best of ``positions`` (unique) by their ``cosines`` descending, then by
+    position: the order every rescored vector search returns."""
     order = np.lexsort((positions, -cosines))[:k]
     return positions[order].astype(np.int64), cosines[order]

@@ -26,6 +26,7 @@ from prme.index.ann import (
     SEARCH_POOL,
     AnnPolicy,
     Segment,
+    best_by_cosine,
     kept_ranges,
     load_segment,
     oversampled_count,
@@ -374,9 +375,7 @@ class OwnerIndex:
         tail_cosines = exact_dot(vectors[tail:size], query)
         tail_pos = np.arange(tail, size, dtype=np.int64)[mask[tail:size]]
         cosines = np.concatenate((exact_dot(vectors[pool], query), tail_cosines[tail_pos - tail]))
-        pool = np.concatenate((pool, tail_pos))
-        order = np.lexsort((pool, -cosines))[:k]
-        chosen, chosen_cosines = pool[order], cosines[order]
+        chosen, chosen_cosines = best_by_cosine(np.concatenate((pool, tail_pos)), cosines, k)
         if chosen.size < min(k, allowed):  # the graphs found too few: scan the mask exactly
             return rescore_top_k(np.flatnonzero(mask), query, vectors, k, exact_dot)
         return chosen, chosen_cosines
