@@ -8,7 +8,10 @@ vectors (memory-mapped) and records its saved size, and a reader that must not r
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -436,3 +439,45 @@ def test_a_host_cache_serves_later_processes_while_the_pack_still_names_it(
     assert grown[0][0] not in {node_id for node_id, _ in _ranked(after)}
     ix = after.engine.store.owner_index("alice")
     assert ix is not None and not mapped(ix.vectors)
+
+
+UNCLOSED_STORE = """
+import sys, tempfile
+from pathlib import Path
+from prme import MemoryClient
+from prme.config import EmbeddingConfig, PRMEConfig
+from prme.storage import owner_indexes
+from prme.storage.postgres import PostgresStore
+owner_indexes.SAVE_INDEX_ROWS = 64
+store = PostgresStore(sys.argv[1], schema=sys.argv[2])
+client = MemoryClient(config=PRMEConfig(embedding=EmbeddingConfig(provider="hash")), store=store)
+client.store_many([f"aster latency note {i}" for i in range(300)], user_id="alice")
+client.retrieve("aster latency", user_id="alice")
+store.wait_for_index_saves()
+print(sorted(p.name for p in Path(tempfile.gettempdir()).glob("prme-pg-index-*/*")))
+"""
+
+
+def test_a_private_index_directory_is_removed_when_the_process_exits_unclosed(
+    postgres_url: str, backend: str, tmp_path: Path
+) -> None:
+    """The owner indexes saved for a store without ``index_cache`` live in a private temporary
+    directory: removed by close, and also when a process exits without closing the store."""
+    del backend
+    schema = f"t_unclosed_{time.monotonic_ns() % 10**12}"
+    drop_schema(postgres_url, schema)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", UNCLOSED_STORE, postgres_url, schema],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TMPDIR": str(temporary)},
+        )
+    finally:
+        drop_schema(postgres_url, schema)
+    assert done.returncode == 0, done.stderr
+    assert "owner-" in done.stdout, done.stdout  # it saved an owner index there
+    assert list(temporary.iterdir()) == []

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import shutil
 import tempfile
+import weakref
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -101,6 +103,7 @@ class MemoryRows(OwnerIndexCache):
     _pack_id: str
     _pool: ConnectionPool[Conn]
     _workdir: Path | None
+    _remove_workdir: weakref.finalize[..., Any] | None = None  # a private one only
     _index_cache: Path | None
     _saves: IndexSaves | None = None  # the saving thread, created by first use
     storage_name: str
@@ -329,6 +332,10 @@ class MemoryRows(OwnerIndexCache):
         if self._workdir is None:
             if self._index_cache is None:
                 self._workdir = Path(tempfile.mkdtemp(prefix="prme-pg-index-"))
+                # removed by close(), else when the store is collected or the process exits
+                self._remove_workdir = weakref.finalize(
+                    self, shutil.rmtree, self._workdir, ignore_errors=True
+                )
             else:
                 where = f"{self.storage_name}\n{self._pack_id}".encode()
                 self._workdir = self._index_cache / hashlib.sha256(where).hexdigest()[:32]

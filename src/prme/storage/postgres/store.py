@@ -46,7 +46,6 @@ import hashlib
 import hmac
 import json
 import math
-import shutil
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -308,8 +307,8 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
             with self._index_lock:
                 self._drop_indexes()
             self._pool.close()
-            if self._workdir is not None and self._index_cache is None:
-                shutil.rmtree(self._workdir, ignore_errors=True)
+            if self._remove_workdir is not None:
+                self._remove_workdir()
 
     @contextmanager
     def serialized(self, key: str) -> Iterator[None]:
