@@ -164,6 +164,24 @@ def test_ann_respects_the_mask_and_falls_back_to_exact_for_selective_masks() -> 
     assert ann.top_k(ann.scores(query), np.zeros(ann.size, np.bool_), 10)[0].size == 0
 
 
+def test_exact_top_k_keeps_the_lowest_positions_among_rows_tied_at_the_kth_cosine() -> None:
+    """Sparse (hashing) embeddings leave most cosines at exactly 0: which of those rows fill the
+    vector channel is the documented tie-break, not whatever ``argpartition`` leaves."""
+    vectors = np.zeros((2000, 8), np.float32)
+    vectors[:, 0] = 1.0
+    vectors[[1500, 1700], 1] = 1.0  # two rows with a positive cosine to the query below
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    exact = build(vectors, None)
+    query = np.zeros(8, np.float32)
+    query[1] = 1.0
+    everything = np.ones(exact.size, np.bool_)
+    positions, cosines = exact.top_k(exact.cosines(query), everything, 7)
+    assert positions.tolist() == [1500, 1700, 0, 1, 2, 3, 4]
+    assert cosines[2:].tolist() == [0.0] * 5
+    odd = np.arange(exact.size) % 2 == 1
+    assert exact.top_k(exact.cosines(query), odd, 4)[0].tolist() == [1, 3, 5, 7]
+
+
 def test_segments_are_independent_of_when_rows_were_appended(tmp_path: Path) -> None:
     vectors = embedded(1100, seed=4)
     mask = np.ones(len(vectors), dtype=np.bool_)

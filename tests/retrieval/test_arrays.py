@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from prme.index import arrays
-from prme.index.arrays import ROW_BLOCK, SPLIT_ROWS, distinct, exact_dot, split_point
+from prme.index.arrays import (
+    ROW_BLOCK,
+    SPLIT_ROWS,
+    best_positions,
+    distinct,
+    exact_dot,
+    split_point,
+)
 
 
 @given(st.lists(st.integers(-(2**40), 2**40) | st.integers(0, 20), max_size=300))
@@ -19,6 +26,16 @@ def test_distinct_is_numpys_unique(values: list[int]) -> None:
     result = distinct(array)
     assert result.dtype == np.int64
     assert result.tolist() == np.unique(array).tolist()
+
+
+@given(st.lists(st.sampled_from([0.0, 0.5, -0.25, 1.0]), max_size=200), st.integers(1, 220))
+def test_best_positions_break_ties_at_the_kth_value_by_the_lowest_index(
+    values: list[float], k: int
+) -> None:
+    array = np.asarray(values, dtype=np.float32)
+    # the reference: a full stable sort by value descending, then by index
+    want = np.lexsort((np.arange(array.size), -array))[:k]
+    assert sorted(best_positions(array, k).tolist()) == sorted(want.tolist())
 
 
 def _matrix(rows: int, dimension: int) -> tuple[Any, Any]:

@@ -26,6 +26,18 @@ def distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     return result
 
 
+def best_positions(values: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
+    """The indices of the ``k`` largest ``values``, ties at the k-th value broken by the lowest
+    index (in no particular order). ``np.argpartition`` alone keeps an arbitrary subset of the
+    ties, and with sparse embeddings many cosines are exactly 0."""
+    if k >= values.size:
+        return np.arange(values.size)
+    kth = values[np.argpartition(-values, k - 1)[k - 1]]
+    above = np.flatnonzero(values > kth)
+    tied = np.flatnonzero(values == kth)[: k - above.size]
+    return np.concatenate((above, tied))
+
+
 def comma_integers(text: str | None) -> npt.NDArray[np.int64]:
     """The integers of comma-separated ``text`` (as SQL's ``group_concat`` and ``string_agg``
     give them; none for NULL or empty text)."""

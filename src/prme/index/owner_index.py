@@ -35,7 +35,7 @@ from prme.index.ann import (
     searched_ranges,
     segment_key,
 )
-from prme.index.arrays import distinct, exact_dot
+from prme.index.arrays import best_positions, distinct, exact_dot
 from prme.index.entity_graph import EntityGraph
 from prme.index.segment_cache import GraphSource, SegmentCache
 from prme.index.strings import StringColumn
@@ -419,7 +419,7 @@ class OwnerIndex:
             if allowed.size == 0:
                 return np.zeros(0, np.int64), np.zeros(0, np.float32)
             sub = scores[allowed]
-        top = np.argpartition(-sub, k - 1)[:k] if k < allowed.size else np.arange(allowed.size)
+        top = best_positions(sub, k)
         order = np.lexsort((allowed[top], -sub[top]))
         chosen = top[order]
         return allowed[chosen].astype(np.int64), sub[chosen]
