@@ -93,6 +93,7 @@ def test_openapi_and_docs_list_every_route(api: TestClient) -> None:
         "/v1/health",
         "/v1/store",
         "/v1/retrieve",
+        "/v1/index",
         "/v1/retrievals/{request_id}",
         "/v1/relevance",
         "/v1/relevance/{feedback_id}",
@@ -201,7 +202,7 @@ def _client_calls(endpoint: Callable[..., Any]) -> list[str]:
 def test_every_route_calls_exactly_one_public_client_method() -> None:
     declared = [*memory_routes.router.routes, *learning_routes.router.routes]
     routes = [r for r in declared if isinstance(r, APIRoute)]
-    assert len(routes) == 17
+    assert len(routes) == 18
     for route in routes:
         calls = _client_calls(route.endpoint)
         lines = len(inspect.getsource(route.endpoint).splitlines())
@@ -254,6 +255,7 @@ def test_every_protected_route_refuses_a_missing_key(api: TestClient) -> None:
     calls = [
         ("POST", "/v1/store"),
         ("POST", "/v1/retrieve"),
+        ("POST", "/v1/index"),
         ("GET", f"/v1/retrievals/{some}"),
         ("POST", "/v1/relevance"),
         ("GET", "/v1/relevance"),

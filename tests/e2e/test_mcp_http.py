@@ -135,7 +135,7 @@ def test_tools_are_listed_over_http(server: Server) -> None:
 
     tools = anyio.run(body)
     schemas = {name: tool.input_schema for name, tool in tools.items()}
-    assert len(schemas) == 20
+    assert len(schemas) == 21
     assert schemas["memory_retrieve"]["required"] == ["query"]
     assert schemas["memory_record_relevance"]["required"] == ["request_id", "labels"]
     assert "required" not in schemas["memory_create_ranking_profile"]  # checksums or reports

@@ -35,6 +35,7 @@ from prme.storage.sqlite import DB_FILE
 TOOLS = {
     "memory_store",
     "memory_retrieve",
+    "memory_build_index",
     "memory_get_retrieval_receipt",
     "memory_record_relevance",
     "memory_get_relevance",

@@ -15,11 +15,11 @@ from pydantic import BaseModel, Field
 
 from prme.http.auth import Auth
 from prme.http.render import NEXT_PAGE, Client, found, page, render
-from prme.http.schemas import RelevanceRequest, RetrieveRequest, StoreRequest
+from prme.http.schemas import Body, RelevanceRequest, RetrieveRequest, StoreRequest
 from prme.models.memory import StoreReceipt
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RecordedRelevance, RelevanceRecord
-from prme.models.retrieval import RetrievalResponse
+from prme.models.retrieval import OwnerIndexReport, RetrievalResponse
 
 router = APIRouter(prefix="/v1")
 
@@ -61,6 +61,14 @@ def retrieve(body: RetrieveRequest, identity: Auth, client: Client) -> JSONRespo
     """Hybrid retrieval; the response's ``metadata.request_id`` names the saved receipt."""
     owner = identity.owner(body.user_id)
     return render(client.retrieve(user_id=owner, **body.fields()))
+
+
+@router.post("/index", response_model=OwnerIndexReport, tags=["retrieval"])
+def build_index(body: Body, identity: Auth, client: Client) -> JSONResponse:
+    """Prepare the owner's index now instead of in its next retrieval (``prme pack index``):
+    after a bulk load; returns once it is built and saved. Results are the same either way."""
+    owner = identity.owner(body.user_id)
+    return render(client.build_index(user_id=owner))
 
 
 @router.get("/retrievals/{request_id}", response_model=RetrievalReceipt, tags=["retrieval"])

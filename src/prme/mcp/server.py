@@ -69,6 +69,8 @@ _ANNOTATIONS: dict[str, ToolAnnotations] = {
     "memory_get": READ_ONLY,
     "memory_delete": ToolAnnotations(destructive_hint=True, idempotent_hint=False),
     "memory_get_retrieval_receipt": READ_ONLY,
+    # writes no memory, only the index derived from them; calling it again changes nothing
+    "memory_build_index": ToolAnnotations(destructive_hint=False, idempotent_hint=True),
     "memory_get_relevance": READ_ONLY,
     "memory_list_relevance": READ_ONLY,
     "memory_get_ranking_profile": READ_ONLY,

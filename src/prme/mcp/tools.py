@@ -32,6 +32,7 @@ from prme.models.memory import MemoryRecord, StoreReceipt
 from prme.models.receipt import RetrievalReceipt
 from prme.models.relevance import RecordedRelevance, RelevanceRecord
 from prme.models.request import MCP_NAMES, SURFACE_PARAMETERS, WIRE_TYPES, surface_default
+from prme.models.retrieval import OwnerIndexReport
 
 UserId = Annotated[
     str | None,
@@ -257,6 +258,11 @@ class RecordTools:
             ],
             details=response.model_dump(mode="json") if details else None,
         )
+
+    def memory_build_index(self, user_id: UserId = None) -> OwnerIndexReport:
+        """Build and save the owner's index now (after a bulk store) instead of in its next retrieval; changes no memory."""
+        with tool_errors():
+            return self.client.build_index(user_id=self.owner(user_id))
 
     def memory_get_retrieval_receipt(
         self, request_id: UUID, user_id: UserId = None

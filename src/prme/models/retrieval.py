@@ -97,9 +97,11 @@ class OwnerIndexReport(Frozen):
     retrievals: the owner's column index (saved in the pack once large enough) and, past the
     approximate index's threshold, its HNSW segments (saved beside it)."""
 
-    user_id: str
-    rows: int  # memories in the owner's index (every lifecycle state)
-    vector_search: VectorIndexName  # how the vector channel searches at this size
-    hnsw_segments: int  # graphs searched (0 when exact)
-    exact_rows: int  # rows every search scans exactly (all of them when exact)
-    elapsed_ms: float
+    user_id: str = Field(
+        description="The owner; every read and write is limited to this owner's objects."
+    )
+    rows: int = Field(description="Memories indexed.")
+    vector_search: VectorIndexName = Field(description="exact or hnsw at this size.")
+    hnsw_segments: int = Field(description="HNSW graphs searched.")
+    exact_rows: int = Field(description="Rows scanned exactly.")
+    elapsed_ms: float = Field(description="Milliseconds taken.")
