@@ -18,6 +18,7 @@ from prme.client import MemoryClient
 from prme.config import PRMEConfig
 from prme.errors import InvalidInputError, PackNotFoundError, serve_hint
 from prme.http.app import create_app
+from prme.stopping import sigterm_exits
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -74,7 +75,7 @@ def serve(
     settings = config or PRMEConfig()
     check_bind(host, settings)
     opened = MemoryClient(path, config=settings, postgres_url=postgres_url, create=create)
-    with opened as client:
+    with opened as client, sigterm_exits():
         app = create_app(client, settings.api)
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=True)
 

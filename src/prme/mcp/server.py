@@ -62,6 +62,7 @@ from prme.mcp.binding import (
 from prme.mcp.learning_tools import MemoryTools
 from prme.mcp.schemas import input_schema, output_schema, structured
 from prme.mcp.tools import RecordTools
+from prme.stopping import sigterm_exits
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 _ANNOTATIONS: dict[str, ToolAnnotations] = {
@@ -211,6 +212,8 @@ def serve(
     if problem is not None:
         raise PermissionError(problem)
     if transport == "stdio":
+        # its stop is the end of stdin (a client closes it first); a SIGTERM would wait on the
+        # thread blocked reading stdin, so it keeps its default (the pack is crash-safe)
         build_server(client, config).run("stdio")
         return
     if not config.user_keys and not is_loopback(host):
@@ -228,7 +231,8 @@ def serve(
     app = server.streamable_http_app(host=host)
     print(f"prme MCP server listening on http://{shown}:{bound}/mcp", file=sys.stderr, flush=True)
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    asyncio.run(uv.serve(sockets=[sock]))
+    with sigterm_exits():
+        asyncio.run(uv.serve(sockets=[sock]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
