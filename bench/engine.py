@@ -291,7 +291,7 @@ def _dir_bytes(path: Path) -> int:
 
 # The vector channel the runs configure (``--vector-index``): "hnsw" searches the approximate
 # index past the engine's threshold (``retrieval.vector_index_min_rows``), "exact" scans.
-VECTOR_INDEX = {"mode": "hnsw"}
+VECTOR_INDEX: dict[str, Any] = {"mode": "hnsw", "lag_chunks": 1}  # and --lag-chunks
 # The hashing embedder's dimension (``--hash-dimension``): 384 as in the harness (the
 # embedder's own default is 256).
 HASH_DIMENSION = {"value": 384}
@@ -302,7 +302,10 @@ def _config(provider: str) -> PRMEConfig:
     return PRMEConfig(
         scoring=ScoringWeights(),
         embedding=EmbeddingConfig(provider=provider, dimension=dimension),
-        retrieval=RetrievalConfig(vector_index=VECTOR_INDEX["mode"]),  # type: ignore[arg-type]
+        retrieval=RetrievalConfig(
+            vector_index=VECTOR_INDEX["mode"],
+            vector_index_lag_chunks=VECTOR_INDEX["lag_chunks"],
+        ),
     )
 
 
@@ -517,6 +520,7 @@ def _reopen(
     }
     command = [sys.executable, __file__, "--serve-worker", json.dumps(plan)]
     command += ["--vector-index", VECTOR_INDEX["mode"]]
+    command += ["--lag-chunks", str(VECTOR_INDEX["lag_chunks"])]
     command += ["--hash-dimension", str(HASH_DIMENSION["value"])]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -854,6 +858,12 @@ def main() -> None:
         help="the vector channel: the approximate index past the threshold (default), or exact",
     )
     parser.add_argument(
+        "--lag-chunks",
+        type=int,
+        default=1,
+        help="retrieval.vector_index_lag_chunks: 0 searches every whole chunk's graph",
+    )
+    parser.add_argument(
         "--hash-dimension",
         type=int,
         default=HASH_DIMENSION["value"],
@@ -867,6 +877,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     VECTOR_INDEX["mode"] = args.vector_index
+    VECTOR_INDEX["lag_chunks"] = args.lag_chunks
     HASH_DIMENSION["value"] = args.hash_dimension
     if args.serve_worker:
         print(json.dumps(_serve(json.loads(args.serve_worker))))
@@ -902,6 +913,7 @@ def main() -> None:
     for size, provider in plan:
         command = [sys.executable, __file__, "--worker", str(size), provider]
         command += ["--backend", args.backend, "--vector-index", args.vector_index]
+        command += ["--lag-chunks", str(args.lag_chunks)]
         command += ["--hash-dimension", str(args.hash_dimension)]
         if args.postgres_url:
             command += ["--postgres-url", args.postgres_url]
@@ -934,6 +946,7 @@ def main() -> None:
         "seed": SEED,
         "backend": args.backend,
         "vector_index": args.vector_index,
+        "vector_index_lag_chunks": args.lag_chunks,
         "hash_dimension": args.hash_dimension,
         "owner_memories": "all memories belong to one owner",
         "runs": runs,

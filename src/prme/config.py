@@ -45,6 +45,12 @@ class RetrievalConfig(_Section):
     # wanted), and 1M retrieve p50 is about 21 ms (10 ms wanted).
     vector_index: VectorIndexName = "exact"
     vector_index_min_rows: int = Field(default=131072, ge=16, le=1 << 30)
+    # The graphs searched are those of this many chunks fewer rows (the newest rows are scanned
+    # exactly), so a growing owner's next graphs are built in the background, not inside a
+    # retrieval. 0 searches every whole chunk's graph: a smaller exact tail for a pack that is
+    # loaded once and then read (after build_index), at the cost of building a new layout's
+    # graphs in the first retrieval after a chunk fills.
+    vector_index_lag_chunks: int = Field(default=1, ge=0, le=8)
     default_limit: int = Field(default=20, ge=0, le=MAX_RESULT_LIMIT)
     token_budget: int = Field(default=4096, ge=0, le=MAX_TOKEN_BUDGET)
     unverified_confidence_threshold: float = Field(default=0.30, ge=0.0, le=1.0)

@@ -28,7 +28,11 @@ def vector_index_policy(config: PRMEConfig) -> AnnPolicy | None:
     if retrieval.vector_index == "exact":
         return None
     rows = retrieval.vector_index_min_rows
-    return AnnPolicy(min_rows=rows, chunk_rows=min(rows, AnnPolicy.chunk_rows))
+    return AnnPolicy(
+        min_rows=rows,
+        chunk_rows=min(rows, AnnPolicy.chunk_rows),
+        lag_chunks=retrieval.vector_index_lag_chunks,
+    )
 
 
 @dataclass

@@ -72,11 +72,29 @@ def test_the_searched_graphs_lag_a_chunk_and_the_next_ones_are_kept() -> None:
     assert searched_ranges(1150, eager) == kept_ranges(1150, eager) == segment_ranges(1150, eager)
 
 
+class Builds(list[Any]):
+    """``(thread, range)`` of each graph build, in call order; a test waits for a build ahead
+    to start (it is submitted to another thread, so a retrieval may return before it starts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = threading.Condition()
+
+    def append(self, item: Any) -> None:
+        with self.changed:
+            super().append(item)
+            self.changed.notify_all()
+
+    def started(self, item: tuple[str, tuple[int, int]]) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: item in self, 60), list(self)
+
+
 @pytest.fixture
-def held_builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[Any], threading.Event]]:
+def held_builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Builds, threading.Event]]:
     """Every graph build, by thread and range; builds ahead wait until the event is set."""
     AHEAD.drain()  # no earlier test's build ahead is recorded here
-    calls: list[Any] = []
+    calls = Builds()
     release = threading.Event()
     build = ann.build_segment
 
@@ -94,7 +112,7 @@ def held_builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[Any], th
 
 def test_a_retrieval_after_a_chunk_fills_builds_nothing_and_matches_a_prepared_pack(
     make_client: Callable[..., MemoryClient],
-    held_builds: tuple[list[Any], threading.Event],
+    held_builds: tuple[Builds, threading.Event],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)  # save this small owner's index
@@ -107,6 +125,7 @@ def test_a_retrieval_after_a_chunk_fills_builds_nothing_and_matches_a_prepared_p
     writer.store_many(_texts(30, seed=2), user_id="alice")  # 330 rows: a fifth chunk filled
 
     grown = _ranked(writer)  # searches (0, 256), built ahead; (256, 320) is next
+    calls.started(("prme-ann-ahead", (256, 320)))
     assert searched_ranges(330, writer.engine.store.owner_index("alice").ann) == [(0, 256)]
     assert calls == [("prme-ann-ahead", (256, 320))]  # only ahead, and still held
     release.set()
@@ -120,9 +139,39 @@ def test_a_retrieval_after_a_chunk_fills_builds_nothing_and_matches_a_prepared_p
     assert [thread for thread, _ in calls[1:] if thread != "prme-ann-ahead"] == []
 
 
+def test_without_a_lag_every_whole_chunk_is_searched_and_the_retrieval_builds_it(
+    make_client: Callable[..., MemoryClient],
+    held_builds: tuple[Builds, threading.Event],
+) -> None:
+    """``vector_index_lag_chunks = 0`` (a pack loaded once, then read): the exact tail is under
+    a chunk, and the first retrieval after a chunk fills builds the new graph itself."""
+    from conftest import make_config
+
+    calls, release = held_builds
+    release.set()
+    retrieval = RetrievalConfig(
+        vector_index="hnsw", vector_index_min_rows=CHUNK, vector_index_lag_chunks=0
+    )
+    client = make_client(config=make_config(retrieval=retrieval))
+    identity = client.engine.feature_identity()["vector_search"]
+    assert identity["graphs_lag_chunks"] == 0
+    lagging = make_client(config=_config()).engine
+    assert client.engine.feature_identity_sha256() != lagging.feature_identity_sha256()
+    client.store_many(_texts(300, seed=1), user_id="alice")
+    report = client.build_index(user_id="alice")
+    assert (report.hnsw_segments, report.exact_rows) == (1, 300 - 256)  # one graph of 4 chunks
+    calls.clear()
+    client.store_many(_texts(30, seed=2), user_id="alice")  # 330 rows: a fifth chunk filled
+    _ranked(client)
+    assert [r for _, r in calls] == [(256, 320)]
+    assert calls[0][0] != "prme-ann-ahead"  # built in the retrieval, nothing ahead
+    with pytest.raises(ValueError, match="vector_index_lag_chunks"):
+        RetrievalConfig(vector_index_lag_chunks=9)
+
+
 def test_an_owner_that_outgrows_a_build_waits_for_it(
     make_client: Callable[..., MemoryClient],
-    held_builds: tuple[list[Any], threading.Event],
+    held_builds: tuple[Builds, threading.Event],
 ) -> None:
     calls, release = held_builds
     client = make_client(config=_config())
@@ -131,6 +180,7 @@ def test_an_owner_that_outgrows_a_build_waits_for_it(
     calls.clear()
     client.store_many(_texts(60, seed=4), user_id="alice")  # 390: a sixth chunk filled
     _ranked(client)  # searches (0, 256) and (256, 320): built; (256, 384) ahead, held
+    calls.started(("prme-ann-ahead", (256, 384)))
     assert calls == [("prme-ann-ahead", (256, 384))]
     client.store_many(_texts(70, seed=5), user_id="alice")  # 460: (256, 384) is searched now
 
@@ -177,7 +227,7 @@ def test_a_forked_child_builds_what_its_parent_was_building() -> None:
 def test_a_closed_pack_gets_no_graph_built_ahead(
     pack_path: Path,
     make_client: Callable[..., MemoryClient],
-    held_builds: tuple[list[Any], threading.Event],
+    held_builds: tuple[Builds, threading.Event],
 ) -> None:
     calls, release = held_builds
     client = make_client(config=_config())
@@ -186,6 +236,7 @@ def test_a_closed_pack_gets_no_graph_built_ahead(
     files = set((pack_path / "index").glob("*.usearch"))
     client.store_many(_texts(30, seed=7), user_id="alice")
     _ranked(client)
+    calls.started(("prme-ann-ahead", (256, 320)))
     assert calls[-1] == ("prme-ann-ahead", (256, 320))  # held
     client.close()
     release.set()
