@@ -75,9 +75,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "client": FOUNDATION | {"models", "config", "embed", "engine", "services", "storage"},
     # The async client: the same methods as coroutines (annotations name the same models).
     "async_client": FOUNDATION | {"models", "config", "engine", "client", "services", "storage"},
+    # A server stopped with SIGTERM unwinds and closes its pack (the standard library only).
+    "stopping": frozenset(),
     # The surfaces call the client (the CLI also reads pack settings through a service).
-    "http": FOUNDATION | {"auth", "models", "config", "client"},
-    "mcp": FOUNDATION | {"auth", "models", "config", "client"},
+    "http": FOUNDATION | {"auth", "models", "config", "client", "stopping"},
+    "mcp": FOUNDATION | {"auth", "models", "config", "client", "stopping"},
     "adapters": FOUNDATION | {"models", "client"},
     # The demo package: the workflow, its workloads, the gate simulation and the HTML report.
     "demo": FOUNDATION | {"models", "config", "embed", "client"},
