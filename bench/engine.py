@@ -297,6 +297,18 @@ VECTOR_INDEX: dict[str, Any] = {"mode": "hnsw", "lag_chunks": 1}  # and --lag-ch
 HASH_DIMENSION = {"value": 384}
 
 
+def _index_flags() -> list[str]:
+    """The vector-index and embedder flags a worker process is started with (this run's)."""
+    return [
+        "--vector-index",
+        VECTOR_INDEX["mode"],
+        "--lag-chunks",
+        str(VECTOR_INDEX["lag_chunks"]),
+        "--hash-dimension",
+        str(HASH_DIMENSION["value"]),
+    ]
+
+
 def _config(provider: str) -> PRMEConfig:
     dimension = HASH_DIMENSION["value"] if provider == "hash" else None
     return PRMEConfig(
@@ -518,10 +530,7 @@ def _reopen(
         "schema": schema,
         "index_cache": None if index_cache is None else str(index_cache),
     }
-    command = [sys.executable, __file__, "--serve-worker", json.dumps(plan)]
-    command += ["--vector-index", VECTOR_INDEX["mode"]]
-    command += ["--lag-chunks", str(VECTOR_INDEX["lag_chunks"])]
-    command += ["--hash-dimension", str(HASH_DIMENSION["value"])]
+    command = [sys.executable, __file__, "--serve-worker", json.dumps(plan), *_index_flags()]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
@@ -912,9 +921,7 @@ def main() -> None:
     load_before = os.getloadavg()
     for size, provider in plan:
         command = [sys.executable, __file__, "--worker", str(size), provider]
-        command += ["--backend", args.backend, "--vector-index", args.vector_index]
-        command += ["--lag-chunks", str(args.lag_chunks)]
-        command += ["--hash-dimension", str(args.hash_dimension)]
+        command += ["--backend", args.backend, *_index_flags()]
         if args.postgres_url:
             command += ["--postgres-url", args.postgres_url]
         if args.profile:

@@ -20,13 +20,16 @@ HNSW = {"PRME_RETRIEVAL__VECTOR_INDEX": "hnsw", "PRME_RETRIEVAL__VECTOR_INDEX_MI
 WORDS = ["aster", "basalt", "cobalt", "fjord", "garnet", "harbor", "iris", "postgres", "redis", "latency", "budget"]
 
 
+# the servers' settings (HNSW above), as the in-process clients give them
+CONFIG = PRMEConfig(
+    embedding=EmbeddingConfig(provider="hash"),
+    retrieval=RetrievalConfig(vector_index="hnsw", vector_index_min_rows=64),
+)
+
+
 def _fill(pack: Path) -> None:
-    config = PRMEConfig(
-        embedding=EmbeddingConfig(provider="hash"),
-        retrieval=RetrievalConfig(vector_index="hnsw", vector_index_min_rows=64),
-    )
     texts = [" ".join(WORDS[(i * 7 + j * 3) % 11] for j in range(5)) + f" {i}" for i in range(300)]
-    with MemoryClient(pack, config=config) as memory:
+    with MemoryClient(pack, config=CONFIG) as memory:
         memory.store_many(texts, user_id="alice")
         memory.store_many(texts[:20], user_id="bob")
 
@@ -73,11 +76,7 @@ def test_build_index_over_http_binds_the_owner_and_builds_the_graphs(tmp_path: P
     assert unknown.status_code == 422 and "owner" in unknown.text
     assert anonymous.status_code == 401
     # the Python client reports the same, and finds nothing left to build
-    config = PRMEConfig(
-        embedding=EmbeddingConfig(provider="hash"),
-        retrieval=RetrievalConfig(vector_index="hnsw", vector_index_min_rows=64),
-    )
-    with MemoryClient(pack, config=config) as memory:
+    with MemoryClient(pack, config=CONFIG) as memory:
         assert _without_time(memory.build_index(user_id="alice").model_dump()) == report
     assert _graphs(pack) == built
 

@@ -33,10 +33,13 @@ WORDS = ["aster", "basalt", "cobalt", "fjord", "garnet", "harbor", "iris", "post
 CHUNK = 64
 
 
-def _config() -> PRMEConfig:
+def _config(lag_chunks: int = 1) -> PRMEConfig:
     from conftest import make_config
 
-    return make_config(retrieval=RetrievalConfig(vector_index="hnsw", vector_index_min_rows=CHUNK))
+    retrieval = RetrievalConfig(
+        vector_index="hnsw", vector_index_min_rows=CHUNK, vector_index_lag_chunks=lag_chunks
+    )
+    return make_config(retrieval=retrieval)
 
 
 def _texts(count: int, seed: int) -> list[dict[str, str]]:
@@ -145,14 +148,9 @@ def test_without_a_lag_every_whole_chunk_is_searched_and_the_retrieval_builds_it
 ) -> None:
     """``vector_index_lag_chunks = 0`` (a pack loaded once, then read): the exact tail is under
     a chunk, and the first retrieval after a chunk fills builds the new graph itself."""
-    from conftest import make_config
-
     calls, release = held_builds
     release.set()
-    retrieval = RetrievalConfig(
-        vector_index="hnsw", vector_index_min_rows=CHUNK, vector_index_lag_chunks=0
-    )
-    client = make_client(config=make_config(retrieval=retrieval))
+    client = make_client(config=_config(lag_chunks=0))
     identity = client.engine.feature_identity()["vector_search"]
     assert identity["graphs_lag_chunks"] == 0
     lagging = make_client(config=_config()).engine
