@@ -246,7 +246,7 @@ def test_migrations_are_versioned_and_idempotent(
 ) -> None:
     schema = schemas("mig")
     every = [m.version for m in migrations.MIGRATIONS]
-    assert every == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert every == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert migrations.pending(postgres_url, schema=schema) == every
     with pytest.raises(IntegrityError, match="prme db upgrade"):
         PostgresStore(postgres_url, schema=schema, upgrade=False)
@@ -265,6 +265,7 @@ def test_migrations_are_versioned_and_idempotent(
         (7, "per-owner delete sequences"),
         (8, "owner-keyed lexical index"),
         (9, "lexical search in process"),
+        (10, "logged owner changes"),
     ]
     PostgresStore(postgres_url, schema=schema, upgrade=False).close()
     with pytest.raises(InvalidInputError, match="schema"):
@@ -370,7 +371,7 @@ def test_migration_3_builds_per_owner_lexical_statistics_of_an_existing_pack(
     monkeypatch.undo()
     assert _lexical_statistics(postgres_url, old) == expected
     # migration 9 drops them again: lexical search reads the owner's postings in process
-    assert migrations.upgrade(postgres_url, schema=old) == [4, 5, 6, 7, 8, 9]
+    assert migrations.upgrade(postgres_url, schema=old) == [4, 5, 6, 7, 8, 9, 10]
     with admin(postgres_url) as conn:
         tables = {
             r[0]
@@ -426,7 +427,7 @@ def test_migration_5_computes_the_digest_state_of_an_existing_pack(
                 " created_at, payload, checksum) VALUES (%s, %s, 'alice', NULL, NULL, 1, %s, %s)",
                 (f"{op_type}-1", op_type, payload, sha256_hex(payload)),
             )
-    assert migrations.upgrade(postgres_url, schema=old) == [5, 6, 7, 8, 9]
+    assert migrations.upgrade(postgres_url, schema=old) == [5, 6, 7, 8, 9, 10]
     upgraded = PostgresStore(postgres_url, schema=old)
     try:
         assert upgraded.kept_digest_state() == expected == upgraded.recompute_digest_state()
@@ -451,7 +452,7 @@ def test_concurrent_upgrades_apply_once(postgres_url: str, schemas: Callable[[st
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(results) == [[], [], [], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
+    assert sorted(results) == [[], [], [], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]
 
 
 def test_serialized_holds_an_advisory_lock_per_key(

@@ -253,8 +253,8 @@ def test_migrations_8_and_9_keep_an_existing_packs_rows_and_searches(
         digest = client.pack_digest()
     monkeypatch.undo()
     before = _state(postgres_url, old)
-    assert migrations.pending(postgres_url, schema=old) == [8, 9]
-    assert migrations.upgrade(postgres_url, schema=old) == [8, 9]
+    assert migrations.pending(postgres_url, schema=old) == [8, 9, 10]
+    assert migrations.upgrade(postgres_url, schema=old) == [8, 9, 10]
     assert _state(postgres_url, old) == before
     upgraded = PostgresStore(postgres_url, schema=old, upgrade=False)
     try:

@@ -48,7 +48,7 @@ from prme.storage.columns import (
     select_list,
 )
 from prme.storage.owner_indexes import OwnerIndexCache, save_due
-from prme.storage.postgres import lexical, saved_index
+from prme.storage.postgres import changes, lexical, saved_index
 from prme.storage.postgres.digest import row_hashes
 from prme.storage.postgres.index_saves import IndexSaves
 from prme.storage.postgres.migrations import Conn, lock_key
@@ -278,6 +278,14 @@ class MemoryRows(OwnerIndexCache):
                 fresh = index is not None and index.write_seq >= write_seq
                 if index is not None and fresh and index.delete_seq == delete_seq:
                     return index.snapshot()
+                if (
+                    index is not None
+                    and index.delete_seq != delete_seq
+                    and index.dimension == dimension
+                ):  # rows changed in place since (superseded): re-read them; else rebuilt below
+                    index = (
+                        changes.caught_up(self._trace, conn, index, user_id, delete_seq) or index
+                    )
                 if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
                     key = (self._pack_id, user_id, delete_seq, int(dimension))
                     root = self._index_root()

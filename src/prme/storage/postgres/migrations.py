@@ -356,6 +356,42 @@ def _v7(conn: Conn, s: str, v: str) -> None:
         conn.execute(statement)
 
 
+def _v10(conn: Conn, s: str, v: str) -> None:
+    """Which memory each step of an owner's delete sequence changed, and whether it left the
+    owner's rows (a delete, or an update that moved it to another owner) or was changed in
+    place (a supersede), logged by the same trigger: an owner index re-reads the rows changed
+    in place instead of being rebuilt. The steps before this migration are not logged (an
+    index from before them is rebuilt, as before)."""
+    del v
+    statements = [
+        f"""CREATE TABLE {s}.owner_changes (
+            user_id text COLLATE "C" NOT NULL,
+            delete_seq bigint NOT NULL,
+            memory_rowid bigint NOT NULL,
+            removed boolean NOT NULL,
+            PRIMARY KEY (user_id, delete_seq))""",
+        f"""CREATE OR REPLACE FUNCTION {s}.prme_owner_delete() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            DECLARE
+                step bigint;
+                removed boolean := true;
+            BEGIN
+                INSERT INTO {s}.owner_deletes(user_id, delete_seq) VALUES (OLD.user_id, 1)
+                    ON CONFLICT (user_id)
+                    DO UPDATE SET delete_seq = {s}.owner_deletes.delete_seq + 1
+                    RETURNING delete_seq INTO step;
+                IF TG_OP = 'UPDATE' THEN
+                    removed := NEW.user_id IS DISTINCT FROM OLD.user_id;
+                END IF;
+                INSERT INTO {s}.owner_changes(user_id, delete_seq, memory_rowid, removed)
+                    VALUES (OLD.user_id, step, OLD.rowid, removed);
+                RETURN NULL;
+            END $$""",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: ``apply(conn, schema, vector_schema)`` inside the upgrade transaction."""
@@ -375,6 +411,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "per-owner delete sequences", _v7),
     Migration(8, "owner-keyed lexical index", owner_lexical_index),
     Migration(9, "lexical search in process", lexical_search_in_process),
+    Migration(10, "logged owner changes", _v10),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

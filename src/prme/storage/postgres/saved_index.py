@@ -15,7 +15,9 @@ Loading checks, in order: the attestation, the stamp against the database exactl
 pack checks its files (the same pack, owner, owner's delete sequence and dimension, and the
 owner's row count up to the stamp's rowid; every delete and supersede of the owner's memories
 moves the owner's delete sequence, the only writes that change rows an index already holds; a
-manifest stamped with the pack-wide ``delete_seq`` of earlier versions is not read), then each
+stamp of an earlier delete sequence is read when each step since only superseded rows, which
+are then re-read (``owner_changes``); a manifest stamped with the pack-wide ``delete_seq`` of
+earlier versions is not read), then each
 file's size and SHA-256 as it is streamed into the working directory, then
 :func:`index_file.load`'s own shape checks. Anything else (missing, stale, another owner's,
 tampered or partial) is never served: the index is rebuilt from the rows, and saved again. Rows
@@ -41,6 +43,8 @@ from prme.index import index_file
 from prme.index.ann import AnnPolicy, kept_ranges
 from prme.index.owner_index import SEGMENT_LOG, OwnerIndex
 from prme.index.postings import OwnerPostings
+from prme.storage.owner_indexes import catches_up
+from prme.storage.postgres import changes
 from prme.storage.postgres.migrations import Conn
 
 FORMAT = 1
@@ -132,13 +136,16 @@ def load(
 ) -> OwnerIndex | None:
     """The owner's saved index, when it matches the database (see the module's docstring);
     ``key`` is ``(pack_id, user_id, owner's delete_seq, dimension)``, ``conn`` in the caller's read
-    snapshot, ``root`` the store's working directory."""
-    user_id = key[1]
-    found = _manifest(trace, conn, user_id, attest)
+    snapshot, ``root`` the store's working directory. Saved at an earlier delete sequence, it
+    is read when every step since changed rows in place, and caught up with them."""
+    found = _manifest(trace, conn, key[1], attest)
     if found is None:
         return None
     stamp, files, attestation = found
-    if (stamp.pack_id, stamp.user_id, stamp.delete_seq, stamp.dimension) != key:
+    pack_id, user_id, delete_seq, dimension = key
+    if (stamp.pack_id, stamp.user_id, stamp.dimension) != (pack_id, user_id, dimension):
+        return None
+    if not catches_up(changes.logged_steps(trace, conn, user_id), stamp.delete_seq, delete_seq):
         return None
     row = _run(
         trace,
@@ -165,7 +172,9 @@ def load(
             if name in files and not path.exists():
                 with suppress(OSError):  # a segment that fails its check is rebuilt
                     _download(trace, conn, user_id, name, files[name], path)
-    return index
+    if stamp.delete_seq == delete_seq:
+        return index
+    return changes.caught_up(trace, conn, index, user_id, delete_seq)
 
 
 def _fetch(

@@ -8,15 +8,17 @@ import json
 import sqlite3
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from prme.index import index_file
 from prme.index.ann import AnnPolicy
 from prme.index.owner_index import OwnerIndex
+from prme.storage import owner_indexes
 from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
 from prme.storage.fts5_lexical import first_varint, owner_postings
-from prme.storage.owner_indexes import save_due
+from prme.storage.owner_indexes import IndexRows, Steps, catches_up, save_due
 
 # Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
 INDEX_DIR = "index"
@@ -43,6 +45,52 @@ _ENTITIES = (
     " JOIN entities e ON e.memory_rowid = j.value"
     " WHERE e.user_id = ? ORDER BY e.memory_rowid, e.name"
 )
+
+
+# The owner-index rows of the given rowids (no vectors: a row changed in place keeps its own).
+_CHANGED_ROWS = (
+    f"SELECT m.rowid, {select_list(INDEX_COLUMNS, 'm')}, d.sz FROM json_each(:rowids) j"
+    " JOIN memories m ON m.rowid = j.value"
+    " LEFT JOIN memories_fts_docsize d ON d.id = m.rowid"
+    " WHERE m.user_id = :user ORDER BY m.rowid"
+)
+
+
+def logged_steps(conn: sqlite3.Connection, user_id: str) -> Steps:
+    """The owner's logged delete-sequence steps on ``conn`` (:data:`Steps`)."""
+
+    def steps(after: int, upto: int) -> list[tuple[int, bool]] | None:
+        try:
+            rows = conn.execute(
+                "SELECT memory_rowid, removed FROM owner_changes"
+                " WHERE user_id = ? AND delete_seq > ? AND delete_seq <= ?",
+                (user_id, after, upto),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:  # a read-only pack from before the table
+            if "no such table" not in str(exc):
+                raise
+            return None
+        return [(int(rowid), bool(removed)) for rowid, removed in rows]
+
+    return steps
+
+
+def index_rows(conn: sqlite3.Connection, user_id: str) -> IndexRows:
+    """The owner's index rows of given rowids on ``conn`` (:data:`IndexRows`)."""
+
+    def rows(rowids: list[int]) -> list[dict[str, Any]]:
+        cursor = conn.execute(_CHANGED_ROWS, {"rowids": json.dumps(rowids), "user": user_id})
+        return [index_row(r, first_varint(r[-1])) for r in cursor]
+
+    return rows
+
+
+def caught_up(
+    conn: sqlite3.Connection, index: OwnerIndex, user_id: str, delete_seq: int
+) -> OwnerIndex | None:
+    """:func:`prme.storage.owner_indexes.caught_up` on ``conn``."""
+    steps, rows = logged_steps(conn, user_id), index_rows(conn, user_id)
+    return owner_indexes.caught_up(index, delete_seq, steps, rows)
 
 
 def append_new_rows(conn: sqlite3.Connection, index: OwnerIndex, user_id: str) -> None:
@@ -75,11 +123,16 @@ def saved(
 ) -> OwnerIndex | None:
     """The owner's index saved under ``root``, when it matches the database: ``key`` is
     ``(pack_id, user_id, the owner's delete_seq, dimension)``, and the owner's rows up to
-    its last rowid are as many as it holds."""
-    user_id = key[1]
+    its last rowid are as many as it holds. Saved at an earlier delete sequence, it is read
+    when every step since changed rows in place (:func:`caught_up`)."""
+    pack_id, user_id, delete_seq, dimension = key
     directory = index_file.owner_directory(root, user_id)
     stamp = index_file.read_stamp(directory)
-    if stamp is None or (stamp.pack_id, stamp.user_id, stamp.delete_seq, stamp.dimension) != key:
+    if stamp is None:
+        return None
+    if (stamp.pack_id, stamp.user_id, stamp.dimension) != (pack_id, user_id, dimension):
+        return None
+    if not catches_up(logged_steps(conn, user_id), stamp.delete_seq, delete_seq):
         return None
     (count,) = conn.execute(
         "SELECT COUNT(*) FROM memories WHERE user_id = ? AND rowid <= ?",
@@ -87,7 +140,10 @@ def saved(
     ).fetchone()
     if int(count) != stamp.size:
         return None
-    return index_file.load(directory, stamp, ann=ann, ann_dir=root)
+    index = index_file.load(directory, stamp, ann=ann, ann_dir=root)
+    if index is None or stamp.delete_seq == delete_seq:
+        return index
+    return caught_up(conn, index, user_id, delete_seq)
 
 
 def save(

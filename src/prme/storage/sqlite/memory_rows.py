@@ -126,8 +126,8 @@ class MemoryRows(OwnerIndexCache):
     def supersede_memory(self, user_id: str, node_id: str, ended_at_us: int) -> bool:
         """End the owner's memory at ``ended_at_us`` (``valid_to``, kept when already earlier)
         and mark it ``superseded``; a content write that also bumps ``delete_seq`` and (by the
-        pack's trigger) the owner's own delete sequence: an indexed row changed, so the owner's
-        column index is rebuilt, and other owners' indexes are not."""
+        pack's trigger) the owner's own delete sequence, logging the row in ``owner_changes``:
+        the owner's column index re-reads that row, and other owners' indexes are untouched."""
         self._refuse_if_frozen("update")
         where = "m.id = ? AND m.user_id = ?"
         with self._write() as conn:
@@ -228,6 +228,13 @@ class MemoryRows(OwnerIndexCache):
             index = self._indexes.get(user_id)
             if index is not None and (index.write_seq, index.delete_seq) == (write_seq, delete_seq):
                 return index.snapshot()
+            if (
+                index is not None
+                and index.delete_seq != delete_seq
+                and index.dimension == dimension
+            ):
+                # rows changed in place since (superseded): re-read them; else rebuilt below
+                index = indexes.caught_up(self.conn, index, user_id, delete_seq) or index
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
                 saved = indexes.saved(
                     self.conn, root, (self._pack_id, user_id, delete_seq, dimension), self._ann

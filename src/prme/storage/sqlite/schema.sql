@@ -50,14 +50,29 @@ CREATE TABLE IF NOT EXISTS owner_deletes (
     user_id TEXT PRIMARY KEY,
     delete_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- Which memory each step of an owner's delete sequence changed, and whether it left the
+-- owner's rows (a delete, or an update that moved it to another owner) or was changed in place
+-- (a supersede): an owner index re-reads the rows changed in place instead of being rebuilt
+-- (prme.storage.sqlite.indexes). Logged by the same triggers; a step without its entry (a
+-- writer from before this table) makes the owner's index rebuilt, as before.
+CREATE TABLE IF NOT EXISTS owner_changes (
+    user_id TEXT NOT NULL,
+    delete_seq INTEGER NOT NULL,
+    memory_rowid INTEGER NOT NULL,
+    removed INTEGER NOT NULL,
+    PRIMARY KEY (user_id, delete_seq)
+) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS memories_owner_delete AFTER DELETE ON memories
 BEGIN
     INSERT INTO owner_deletes(user_id, delete_seq) VALUES (OLD.user_id, 1)
-    ON CONFLICT(user_id) DO UPDATE SET delete_seq = delete_seq + 1; END;
+    ON CONFLICT(user_id) DO UPDATE SET delete_seq = delete_seq + 1; INSERT INTO owner_changes
+    SELECT OLD.user_id, delete_seq, OLD.rowid, 1 FROM owner_deletes WHERE user_id = OLD.user_id; END;
 CREATE TRIGGER IF NOT EXISTS memories_owner_update AFTER UPDATE ON memories
 BEGIN
     INSERT INTO owner_deletes(user_id, delete_seq) VALUES (OLD.user_id, 1)
-    ON CONFLICT(user_id) DO UPDATE SET delete_seq = delete_seq + 1; END;
+    ON CONFLICT(user_id) DO UPDATE SET delete_seq = delete_seq + 1; INSERT INTO owner_changes
+    SELECT OLD.user_id, delete_seq, OLD.rowid, NEW.user_id IS NOT OLD.user_id FROM owner_deletes
+    WHERE user_id = OLD.user_id; END;
 CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     vec BLOB NOT NULL

@@ -7,6 +7,8 @@ Upgrades (each keeps every row and the pack's identity, sequences and digest):
 - ``entities`` keyed by ``(user_id, name, memory_rowid)``, with a second index
   ``entities_by_memory``, is re-keyed by ``(memory_rowid, user_id, name)``: the same rows and
   the same uniqueness, in one tree that every read uses and a batch appends to.
+- The owner triggers of packs from before ``owner_changes`` are recreated so that they log
+  each step of an owner's delete sequence there (the steps before stay unlogged).
 """
 
 from __future__ import annotations
@@ -46,3 +48,18 @@ def apply_schema(conn: sqlite3.Connection, statements: Sequence[str]) -> None:
         conn.execute("DROP TABLE entities_by_name")  # and its index entities_by_memory
     # Redundant with the key (an earlier version opening an upgraded pack would add it back).
     conn.execute("DROP INDEX IF EXISTS entities_by_memory")
+    if _unlogged_triggers(conn):  # recreated with their owner_changes entries
+        for name in OWNER_TRIGGERS:
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+        _run(conn, statements)
+
+
+OWNER_TRIGGERS = ("memories_owner_delete", "memories_owner_update")
+
+
+def _unlogged_triggers(conn: sqlite3.Connection) -> bool:
+    """Whether the owner triggers are those of packs from before ``owner_changes``."""
+    rows = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?)", OWNER_TRIGGERS
+    ).fetchall()
+    return any("owner_changes" not in str(r[0]) for r in rows)

@@ -1,0 +1,95 @@
+"""The first retrieval after an owner's memory is updated (superseded) or deleted.
+
+bench/engine.py's workload fills one owner (hashing embedder, 384 dimensions), builds its index
+(``build_index``) and warms it with retrievals. Then, ``--rounds`` times: one memory is updated
+and the next retrieval is timed; the same after a delete; and a new client (a new process's
+view of the pack) opened after an update times its first retrieval. Prints JSON: per size, the
+warm retrieval p50 and those first retrievals (ms).
+
+    python bench/changes.py                      # 10,000 and 100,000 memories
+    python bench/changes.py --sizes 300000       # past the approximate index's threshold
+
+Run it on two checkouts to compare versions: ``PYTHONPATH=OTHER/src python bench/changes.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]  # bench/http.py would shadow the standard library's http package
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from prme import MemoryClient
+from prme.config import EmbeddingConfig, PRMEConfig
+
+sys.path.append(str(Path(__file__).resolve().parent))  # last: after the standard library
+import engine  # bench/engine.py: the workload
+
+CONFIG = PRMEConfig(embedding=EmbeddingConfig(provider="hash", dimension=384))
+
+
+def _timed_retrieve(client: MemoryClient, query: str) -> float:
+    started = time.perf_counter()
+    client.retrieve(query, user_id=engine.OWNER, reference_time=engine.NOW)
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+def run(size: int, rounds: int) -> dict[str, Any]:
+    items, asked = engine.memories(size), engine.queries(50)
+    rng = random.Random(engine.SEED)
+    with tempfile.TemporaryDirectory() as directory:
+        pack = Path(directory) / "pack"
+        client = MemoryClient(pack, config=CONFIG)
+        ids: list[str] = []
+        for start in range(0, size, engine.BATCH):
+            ids += client.store_many(items[start : start + engine.BATCH], user_id=engine.OWNER)
+        client.build_index(user_id=engine.OWNER)
+        warm = [_timed_retrieve(client, query) for query in asked[:20]]
+        after_update, after_delete, reopened = [], [], []
+        for number in range(rounds):
+            query = asked[20 + number % 30]
+            changed = ids.pop(rng.randrange(len(ids)))
+            client.update(changed, user_id=engine.OWNER, content=f"revised note {number}")
+            after_update.append(_timed_retrieve(client, query))
+            client.delete(ids.pop(rng.randrange(len(ids))), user_id=engine.OWNER)
+            after_delete.append(_timed_retrieve(client, query))
+        client.update(ids.pop(rng.randrange(len(ids))), user_id=engine.OWNER, content="revised")
+        client.close()
+        for number in range(rounds):
+            with MemoryClient(pack, config=CONFIG) as again:
+                reopened.append(_timed_retrieve(again, asked[number]))
+            with MemoryClient(pack, config=CONFIG) as writer:
+                changed = ids.pop(rng.randrange(len(ids)))
+                writer.update(changed, user_id=engine.OWNER, content=f"revised again {number}")
+    return {
+        "memories": size,
+        "warm_retrieve_ms_p50": statistics.median(warm),
+        "first_retrieve_ms_after_an_update": after_update,
+        "first_retrieve_ms_after_a_delete": after_delete,
+        "first_retrieve_ms_of_a_new_client_after_an_update": reopened,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated owner sizes")
+    parser.add_argument("--rounds", type=int, default=3, help="updates (and deletes) per size")
+    args = parser.parse_args()
+    runs = [run(int(size), args.rounds) for size in args.sizes.split(",")]
+    document = {"python": platform.python_version(), "cpus": os.cpu_count(), "runs": runs}
+    print(json.dumps(document, indent=2))
+
+
+if __name__ == "__main__":
+    main()
