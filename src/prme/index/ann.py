@@ -47,12 +47,15 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.index import strings
+from prme.index.stacked_rows import StackedRows
 from prme.index.workers import Workers, usable_cpus
 
 METHOD = "usearch-hnsw"
 METRIC = "cos"
 
 Dot = Callable[[npt.NDArray[np.float32], npt.NDArray[np.float32]], npt.NDArray[np.float32]]
+# Vectors by position: an array, or an index's blocks of rows (sliced and gathered alike).
+Rows = npt.NDArray[np.float32] | StackedRows
 
 
 @cache
@@ -238,7 +241,7 @@ class BuildStopped(RuntimeError):
 
 
 def build_segment(
-    vectors: npt.NDArray[np.float32],
+    vectors: Rows,
     start: int,
     end: int,
     policy: AnnPolicy,
@@ -257,7 +260,7 @@ def build_segment(
 
 
 def build_segments(
-    vectors: npt.NDArray[np.float32],
+    vectors: Rows,
     ranges: Sequence[tuple[int, int]],
     policy: AnnPolicy,
     keep: Callable[[Segment], Segment] = lambda segment: segment,
@@ -319,7 +322,7 @@ def oversampled_count(k: int, size: int, allowed: int) -> int:
 def rescore_top_k(
     positions: npt.NDArray[np.int64],
     query: npt.NDArray[np.float32],
-    vectors: npt.NDArray[np.float32],
+    vectors: Rows,
     k: int,
     dot: Dot,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:

@@ -40,6 +40,7 @@ from prme.index.entity_graph import EntityGraph
 from prme.index.lexical import shared_postings
 from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
 from prme.index.postings import ARRAYS, DOCUMENT_ARRAYS, OFFSET_DTYPES, OwnerPostings
+from prme.index.stacked_rows import StackedRows
 from prme.index.strings import StringColumn
 
 FORMAT = 2  # 2: every array its own .npy (memory-mapped), strings as blob + offsets
@@ -174,7 +175,7 @@ def save(
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     try:
-        np.save(partial / "vectors.npy", np.ascontiguousarray(index.vectors[:size]))
+        _save_rows(partial / "vectors.npy", index.vectors.blocks(0, size), index.dimension)
         for name, _ in NUMERIC_COLUMNS:
             np.save(partial / f"column.{name}.npy", index.col(name))
         for name in STRING_COLUMNS:
@@ -197,6 +198,17 @@ def save(
         prune_segments(index.ann_dir, superseded)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def _save_rows(path: Path, blocks: list[npt.NDArray[np.float32]], dimension: int) -> None:
+    """``np.save`` of the rows of ``blocks`` one after another (the same bytes), without
+    assembling them in memory first."""
+    rows = sum(len(block) for block in blocks)
+    header = {"descr": "<f4", "fortran_order": False, "shape": (rows, dimension)}
+    with path.open("wb") as out:
+        np.lib.format.write_array_header_1_0(out, header)
+        for block in blocks:
+            np.ascontiguousarray(block, dtype="<f4").tofile(out)
 
 
 def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | None:
@@ -243,7 +255,7 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
         stamp.dimension,
         size=size,
         columns=columns,
-        vectors=vectors,
+        vectors=StackedRows.of(vectors),
         ids=texts["ids"],
         content_sha256=texts["content_sha256"],
         evidence=texts["evidence"],

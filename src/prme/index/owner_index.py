@@ -38,6 +38,7 @@ from prme.index.ann import (
 from prme.index.arrays import best_positions, distinct, exact_dot
 from prme.index.entity_graph import EntityGraph
 from prme.index.segment_cache import GraphSource, SegmentCache
+from prme.index.stacked_rows import StackedRows
 from prme.index.strings import StringColumn
 from prme.models.enums import (
     DecayProfile,
@@ -110,7 +111,7 @@ class OwnerIndex:
     dimension: int
     size: int = 0
     columns: dict[str, npt.NDArray[Any]] = field(default_factory=dict)
-    vectors: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    vectors: StackedRows = field(default_factory=lambda: StackedRows.of(np.zeros((0, 0), np.float32)))
     # (lists, or loaded from a saved index: memory-mapped and decoded when read)
     ids: list[str] | StringColumn = field(default_factory=list)
     content_sha256: list[str] | StringColumn = field(default_factory=list)
@@ -146,7 +147,7 @@ class OwnerIndex:
     def __post_init__(self) -> None:
         if not self.columns:
             self.columns = {name: np.zeros(0, dtype=dtype) for name, dtype in NUMERIC_COLUMNS}
-            self.vectors = np.zeros((0, self.dimension), dtype=np.float32)
+            self.vectors = StackedRows.of(np.zeros((0, self.dimension), dtype=np.float32))
 
     def col(self, name: str) -> npt.NDArray[Any]:
         return self.columns[name][: self.size]
@@ -157,9 +158,7 @@ class OwnerIndex:
             return
         for name, array in self.columns.items():
             self.columns[name] = np.resize(array, rows)
-        grown = np.zeros((rows, self.dimension), dtype=np.float32)
-        grown[: self.size] = self.vectors[: self.size]
-        self.vectors = grown
+        self.vectors = self.vectors.reserved(self.size, rows)
 
     def append(
         self,
@@ -177,7 +176,7 @@ class OwnerIndex:
         start, end = self.size, needed
         for name, _ in NUMERIC_COLUMNS:
             self.columns[name][start:end] = [row[name] for row in rows]
-        self.vectors[start:end] = vectors
+        self.vectors.write(start, vectors)
         for offset, row in enumerate(rows):
             position = start + offset
             self.ids.append(row["id"])
@@ -300,7 +299,7 @@ class OwnerIndex:
         """The query's cosine with every position (empty when the dimension differs)."""
         if self.size == 0 or query.shape[-1] != self.dimension:
             return np.zeros(0, np.float32)
-        return exact_dot(self.vectors[: self.size], query)
+        return self.vectors.cosines(0, self.size, query)
 
     def segments_for(self, ranges: Sequence[tuple[int, int]]) -> list[Segment]:
         """The graphs over ``ranges``: each built once (or loaded from the pack's index
@@ -372,7 +371,7 @@ class OwnerIndex:
         pool = pool[mask[pool]]
         # the rows after the graphs, scanned where they lie (not gathered into a copy)
         tail = ranges[-1][1] if ranges else 0
-        tail_cosines = exact_dot(vectors[tail:size], query)
+        tail_cosines = vectors.cosines(tail, size, query)
         tail_pos = np.arange(tail, size, dtype=np.int64)[mask[tail:size]]
         cosines = np.concatenate((exact_dot(vectors[pool], query), tail_cosines[tail_pos - tail]))
         chosen, chosen_cosines = best_by_cosine(np.concatenate((pool, tail_pos)), cosines, k)

@@ -16,9 +16,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
 from prme.index import ann
 from prme.index.ann import AnnPolicy, Segment
 from prme.index.workers import Background
@@ -35,7 +32,7 @@ class GraphSource:
     """What an owner index's graphs are built from (its vectors and policy), and how one is
     loaded from where it was saved (None: not saved) and kept once built (saved)."""
 
-    vectors: npt.NDArray[np.float32]
+    vectors: ann.Rows
     policy: AnnPolicy
     load: Callable[[Range], Segment | None]
     keep: Callable[[Segment], Segment]
@@ -118,7 +115,9 @@ class SegmentCache:
         if not AHEAD.submit(build):  # shutting down: released, built when needed
             self._release(claimed, RuntimeError("the background builder has stopped"))
 
-    def _claim(self, ranges: Sequence[Range], load: Callable[[Range], Segment | None]) -> list[Range]:
+    def _claim(
+        self, ranges: Sequence[Range], load: Callable[[Range], Segment | None]
+    ) -> list[Range]:
         """Load what is saved; claim (a future each) the graphs nobody builds yet."""
         claimed: list[Range] = []
         with self.lock:
