@@ -115,9 +115,7 @@ class SegmentCache:
         if not AHEAD.submit(build):  # shutting down: released, built when needed
             self._release(claimed, RuntimeError("the background builder has stopped"))
 
-    def _claim(
-        self, ranges: Sequence[Range], load: Callable[[Range], Segment | None]
-    ) -> list[Range]:
+    def _claim(self, ranges: Sequence[Range], load: Callable[[Range], Segment | None]) -> list[Range]:
         """Load what is saved; claim (a future each) the graphs nobody builds yet."""
         claimed: list[Range] = []
         with self.lock:
