@@ -7,7 +7,7 @@ view of the pack) opened after an update times its first retrieval. Prints JSON:
 warm retrieval p50 and those first retrievals (ms).
 
     python bench/changes.py                      # 10,000 and 100,000 memories
-    python bench/changes.py --sizes 300000       # past the approximate index's threshold
+    python bench/changes.py --sizes 200000 --vector-index hnsw  # with HNSW graphs
 
 Run it on two checkouts to compare versions: ``PYTHONPATH=OTHER/src python bench/changes.py``.
 """
@@ -31,12 +31,18 @@ import time
 from typing import Any
 
 from prme import MemoryClient
-from prme.config import EmbeddingConfig, PRMEConfig
+from prme.config import EmbeddingConfig, PRMEConfig, RetrievalConfig
+from prme.models.retrieval import VectorIndexName
 
 sys.path.append(str(Path(__file__).resolve().parent))  # last: after the standard library
 import engine  # bench/engine.py: the workload
 
-CONFIG = PRMEConfig(embedding=EmbeddingConfig(provider="hash", dimension=384))
+
+def _config(vector_index: VectorIndexName) -> PRMEConfig:
+    return PRMEConfig(
+        embedding=EmbeddingConfig(provider="hash", dimension=384),
+        retrieval=RetrievalConfig(vector_index=vector_index),
+    )
 
 
 def _timed_retrieve(client: MemoryClient, query: str) -> float:
@@ -45,12 +51,13 @@ def _timed_retrieve(client: MemoryClient, query: str) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-def run(size: int, rounds: int) -> dict[str, Any]:
+def run(size: int, rounds: int, vector_index: VectorIndexName) -> dict[str, Any]:
+    config = _config(vector_index)
     items, asked = engine.memories(size), engine.queries(50)
     rng = random.Random(engine.SEED)
     with tempfile.TemporaryDirectory() as directory:
         pack = Path(directory) / "pack"
-        client = MemoryClient(pack, config=CONFIG)
+        client = MemoryClient(pack, config=config)
         ids: list[str] = []
         for start in range(0, size, engine.BATCH):
             ids += client.store_many(items[start : start + engine.BATCH], user_id=engine.OWNER)
@@ -67,13 +74,14 @@ def run(size: int, rounds: int) -> dict[str, Any]:
         client.update(ids.pop(rng.randrange(len(ids))), user_id=engine.OWNER, content="revised")
         client.close()
         for number in range(rounds):
-            with MemoryClient(pack, config=CONFIG) as again:
+            with MemoryClient(pack, config=config) as again:
                 reopened.append(_timed_retrieve(again, asked[number]))
-            with MemoryClient(pack, config=CONFIG) as writer:
+            with MemoryClient(pack, config=config) as writer:
                 changed = ids.pop(rng.randrange(len(ids)))
                 writer.update(changed, user_id=engine.OWNER, content=f"revised again {number}")
     return {
         "memories": size,
+        "vector_index": vector_index,
         "warm_retrieve_ms_p50": statistics.median(warm),
         "first_retrieve_ms_after_an_update": after_update,
         "first_retrieve_ms_after_a_delete": after_delete,
@@ -85,8 +93,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated owner sizes")
     parser.add_argument("--rounds", type=int, default=3, help="updates (and deletes) per size")
+    parser.add_argument(
+        "--vector-index",
+        choices=("exact", "hnsw"),
+        default="exact",
+        help="the vector channel (hnsw: the approximate index past 131,072 memories)",
+    )
     args = parser.parse_args()
-    runs = [run(int(size), args.rounds) for size in args.sizes.split(",")]
+    runs = [run(int(size), args.rounds, args.vector_index) for size in args.sizes.split(",")]
     document = {"python": platform.python_version(), "cpus": os.cpu_count(), "runs": runs}
     print(json.dumps(document, indent=2))
 
