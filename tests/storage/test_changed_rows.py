@@ -50,41 +50,6 @@ def _ranking(client: MemoryClient) -> list[list[Any]]:
     return found
 
 
-def _update_steps(client: MemoryClient, node_id: str) -> int:
-    """SQLite's virtual-machine steps to refresh alice's index after ``node_id`` is updated."""
-    store: Any = client.engine.store
-    store.owner_index("alice")
-    client.update(node_id, user_id="alice", content="Alice Moreau moved the Kestrel review")
-    steps = [0]
-
-    def count() -> int:
-        steps[0] += 1
-        return 0
-
-    store.conn.set_progress_handler(count, 1)
-    try:
-        store.owner_index("alice")
-    finally:
-        store.conn.set_progress_handler(None, 1)
-    return steps[0]
-
-
-@pytest.mark.sqlite_only  # counts SQLite's work on the pack's connection
-def test_a_refresh_after_an_update_reads_the_changed_rows_only(
-    make_client: ClientFactory, tmp_path: Path
-) -> None:
-    steps = []
-    for size in (300, 3000):
-        client = make_client(tmp_path / str(size))
-        ids = []
-        for start in range(0, size, 1000):
-            ids += client.store_many(_memories(min(1000, size - start), start), user_id="alice")
-        client.store_many(_memories(500), user_id="bob")
-        steps.append([_update_steps(client, ids[at]) for at in (7, 150)])
-    small, large = steps
-    assert small == large  # before: the index was rebuilt, reading every row of the owner
-
-
 def test_an_index_caught_up_after_updates_ranks_as_one_rebuilt(
     make_client: ClientFactory, tmp_path: Path, backend: str
 ) -> None:

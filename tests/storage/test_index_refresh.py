@@ -1,5 +1,6 @@
-"""Refreshing a SQLite owner index after a write reads the owner's new rows only: its work does
-not grow with how many memories the owner already has."""
+"""Refreshing a SQLite owner index after a write reads the owner's new rows only, and after an
+update the superseded row: its work does not grow with how many memories the owner already
+has."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.owner_index import refresh_steps
 
 from prme import MemoryClient
 
@@ -31,18 +33,19 @@ def _refresh_steps(client: MemoryClient, new: list[dict[str, Any]]) -> tuple[int
     store: Any = client.engine.store
     before = store.owner_index("alice").size
     client.store_many(new, user_id="alice")
-    steps = [0]
+    steps = refresh_steps(store, "alice")
+    index = store.owner_index("alice")  # the same index: nothing was written since
+    return steps, [index.names_at(p) for p in range(before, index.size)]
 
-    def count() -> int:
-        steps[0] += 1
-        return 0
 
-    store.conn.set_progress_handler(count, 1)
-    try:
-        index = store.owner_index("alice")
-    finally:
-        store.conn.set_progress_handler(None, 1)
-    return steps[0], [index.names_at(p) for p in range(before, index.size)]
+def _filled(make_client: ClientFactory, path: Path, size: int) -> tuple[MemoryClient, list[str]]:
+    """A client on a new pack where alice has ``size`` memories and bob 500; alice's ids."""
+    client = make_client(path)
+    ids: list[str] = []
+    for start in range(0, size, 1000):
+        ids += client.store_many(_memories(min(1000, size - start), start), user_id="alice")
+    client.store_many(_memories(500), user_id="bob")
+    return client, ids
 
 
 @pytest.mark.sqlite_only  # counts SQLite's work on the pack's connection
@@ -51,12 +54,27 @@ def test_a_refresh_reads_only_the_owners_new_rows(
 ) -> None:
     found = []
     for size in (300, 3000):
-        client = make_client(tmp_path / str(size))
-        for start in range(0, size, 1000):
-            client.store_many(_memories(min(1000, size - start), start), user_id="alice")
-        client.store_many(_memories(500), user_id="bob")
+        client, _ = _filled(make_client, tmp_path / str(size), size)
         found.append([_refresh_steps(client, _memories(n, 10_000 + 10 * n)) for n in (1, 4)])
     small, large = found
     assert [names for _, names in small] == [names for _, names in large]
     assert all(names and all(n for n in names) for _, names in small)  # entities were read
     assert [steps for steps, _ in small] == [steps for steps, _ in large]
+
+
+@pytest.mark.sqlite_only  # counts SQLite's work on the pack's connection
+def test_a_refresh_after_an_update_reads_the_changed_rows_only(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    steps = []
+    for size in (300, 3000):
+        client, ids = _filled(make_client, tmp_path / str(size), size)
+        store: Any = client.engine.store
+        counted = []
+        for at in (7, 150):
+            store.owner_index("alice")
+            client.update(ids[at], user_id="alice", content="Alice Moreau moved the review")
+            counted.append(refresh_steps(store, "alice"))
+        steps.append(counted)
+    small, large = steps
+    assert small == large  # before: the index was rebuilt, reading every row of the owner

@@ -100,3 +100,20 @@ def mapped(array: Any) -> bool:
             return True
         array = getattr(array, "base", None)
     return False
+
+
+def refresh_steps(store: Any, user_id: str) -> int:
+    """SQLite's virtual-machine steps for ``store`` to refresh ``user_id``'s owner index (the
+    work a refresh does on the pack's connection, independent of the machine's speed)."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    store.conn.set_progress_handler(count, 1)
+    try:
+        store.owner_index(user_id)
+    finally:
+        store.conn.set_progress_handler(None, 1)
+    return steps[0]
