@@ -62,7 +62,7 @@ def test_stacked_rows_read_as_the_rows_one_after_another(
     )
 
 
-def test_a_read_only_base_is_kept_and_a_writable_one_grows_in_place() -> None:
+def test_a_full_base_is_kept_and_the_rows_after_it_grow() -> None:
     data = np.arange(24, dtype=np.float32).reshape(6, 4)
     mapped_base = data.copy()
     mapped_base.flags.writeable = False
@@ -74,9 +74,17 @@ def test_a_read_only_base_is_kept_and_a_writable_one_grows_in_place() -> None:
     np.testing.assert_array_equal(again[6:8], np.full((2, 4), 7, np.float32))
     np.testing.assert_array_equal(again[0:6], data)
 
-    in_memory = StackedRows.of(data.copy()).reserved(6, 12)
-    assert len(in_memory.after) == 0 and in_memory.shape == (12, 4)
+    built = data.copy()  # rows built in memory, the block full: kept, never copied again
+    in_memory = StackedRows.of(built).reserved(6, 12)
+    assert in_memory.base is built and len(in_memory.after) == 6
     np.testing.assert_array_equal(in_memory[0:6], data)
+    room = StackedRows.of(np.zeros((8, 4), np.float32))  # not full: one larger block instead
+    room.write(0, data)
+    larger = room.reserved(6, 16)
+    assert len(larger.after) == 0 and larger.shape == (16, 4)
+    np.testing.assert_array_equal(larger[0:6], data)
+    fresh = StackedRows.of(np.zeros((0, 4), np.float32)).reserved(0, 5)
+    assert fresh.shape == (5, 4) and len(fresh.after) == 0  # a new index's first fill
 
 
 def _texts(count: int, seed: int) -> list[str]:

@@ -35,15 +35,16 @@ class StackedRows:
         return cls(rows, np.zeros((0, rows.shape[1]), np.float32))
 
     def reserved(self, size: int, rows: int) -> StackedRows:
-        """Room for ``rows`` rows, the first ``size`` kept: a writable base (rows built in
-        memory) is copied into a larger one; a read-only base stays, and the rows after it are
-        copied into a larger block of their own."""
+        """Room for ``rows`` rows, the first ``size`` kept. A full base stays (a saved file, or
+        rows built in memory: growing never copies them again), and the rows after it are
+        copied into a larger block of their own; an empty base, or a writable one not full
+        yet, is replaced by a larger one."""
         dimension = self.shape[1]
-        if self.base.flags.writeable and not len(self.after):
+        split = len(self.base)
+        if not split or (self.base.flags.writeable and not len(self.after) and size < split):
             grown = np.zeros((rows, dimension), np.float32)
             grown[:size] = self.base[:size]
             return StackedRows.of(grown)
-        split = len(self.base)
         after = np.zeros((max(rows - split, 0), dimension), np.float32)
         after[: size - split] = self.after[: size - split]
         return StackedRows(self.base, after)
