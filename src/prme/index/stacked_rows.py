@@ -1,13 +1,14 @@
-"""An owner index's vectors as two blocks of rows: a read-only base (a saved index's file,
-memory-mapped) and the rows appended in memory after it.
+"""An owner index's vectors as two blocks of rows: a base (a saved index's file, memory-mapped
+read-only, or the rows an index was built with) and the rows appended in memory after it.
 
 An index loaded from a saved file maps its vectors read-only. When it grows, copying the mapped
 rows into memory first (as an array growing in place must) costs their whole size in anonymous
 memory and the time to copy it: at a million 384-dimension rows, 1.5 GB and seconds, in the
-retrieval that follows the first store. The rows appended since are kept in an array of their
-own instead, after the mapped ones; reading either block is a view, and a read across both is
-assembled from the two (a scan's cosines have the same bits in either layout: each row's dot
-product does not depend on the rows around it).
+retrieval that follows the first store. An index built in memory, as large as its rows, paid
+the same copy on its first store. The rows appended since are kept in an array of their own
+instead, after the base; reading either block is a view, and a read across both is assembled
+from the two (a scan's cosines have the same bits in either layout: each row's dot product
+does not depend on the rows around it).
 """
 
 from __future__ import annotations
