@@ -62,7 +62,10 @@ class StackedRows:
         self, start: int, end: int, query: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float32]:
         """:func:`~prme.index.arrays.exact_dot` of rows ``[start, end)``, block by block."""
-        return np.concatenate([exact_dot(block, query) for block in self.blocks(start, end)])
+        blocks = self.blocks(start, end)
+        if len(blocks) == 1:
+            return exact_dot(blocks[0], query)
+        return np.concatenate([exact_dot(block, query) for block in blocks])
 
     def blocks(self, start: int, end: int) -> list[npt.NDArray[np.float32]]:
         """Rows ``[start, end)`` as views, one per block they span."""
