@@ -8,6 +8,7 @@ warm retrieval p50 and those first retrievals (ms).
 
     python bench/changes.py                      # 10,000 and 100,000 memories
     python bench/changes.py --sizes 200000 --vector-index hnsw  # with HNSW graphs
+    python bench/changes.py --backend postgres   # a local PostgreSQL started for the run
 
 Run it on two checkouts to compare versions: ``PYTHONPATH=OTHER/src python bench/changes.py``.
 """
@@ -51,36 +52,53 @@ def _timed_retrieve(client: MemoryClient, query: str) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-def run(size: int, rounds: int, vector_index: VectorIndexName) -> dict[str, Any]:
+def run(
+    size: int, rounds: int, vector_index: VectorIndexName, url: str | None = None
+) -> dict[str, Any]:
+    """One owner of ``size`` memories on a new SQLite pack, or on a new PostgreSQL schema at
+    ``url`` (each client then opens its own store on it, as another process would)."""
     config = _config(vector_index)
     items, asked = engine.memories(size), engine.queries(50)
     rng = random.Random(engine.SEED)
+    backend = "sqlite" if url is None else "postgres"
     with tempfile.TemporaryDirectory() as directory:
         pack = Path(directory) / "pack"
-        client = MemoryClient(pack, config=config)
+        first = engine._open_store(backend, url)
+        schema = None if first is None else first.schema
+
+        def client(store: Any = None) -> MemoryClient:
+            opened = store or engine._open_store(backend, url, schema)
+            return MemoryClient(pack, config=config, store=opened)
+
+        writer = client(first)
         ids: list[str] = []
         for start in range(0, size, engine.BATCH):
-            ids += client.store_many(items[start : start + engine.BATCH], user_id=engine.OWNER)
-        client.build_index(user_id=engine.OWNER)
-        warm = [_timed_retrieve(client, query) for query in asked[:20]]
+            ids += writer.store_many(items[start : start + engine.BATCH], user_id=engine.OWNER)
+        writer.build_index(user_id=engine.OWNER)
+        warm = [_timed_retrieve(writer, query) for query in asked[:20]]
         after_update, after_delete, reopened = [], [], []
         for number in range(rounds):
             query = asked[20 + number % 30]
             changed = ids.pop(rng.randrange(len(ids)))
-            client.update(changed, user_id=engine.OWNER, content=f"revised note {number}")
-            after_update.append(_timed_retrieve(client, query))
-            client.delete(ids.pop(rng.randrange(len(ids))), user_id=engine.OWNER)
-            after_delete.append(_timed_retrieve(client, query))
-        client.update(ids.pop(rng.randrange(len(ids))), user_id=engine.OWNER, content="revised")
-        client.close()
+            writer.update(changed, user_id=engine.OWNER, content=f"revised note {number}")
+            after_update.append(_timed_retrieve(writer, query))
+            writer.delete(ids.pop(rng.randrange(len(ids))), user_id=engine.OWNER)
+            after_delete.append(_timed_retrieve(writer, query))
+        writer.update(ids.pop(rng.randrange(len(ids))), user_id=engine.OWNER, content="revised")
+        writer.close()
         for number in range(rounds):
-            with MemoryClient(pack, config=config) as again:
+            with client() as again:
                 reopened.append(_timed_retrieve(again, asked[number]))
-            with MemoryClient(pack, config=config) as writer:
+            with client() as later:
                 changed = ids.pop(rng.randrange(len(ids)))
-                writer.update(changed, user_id=engine.OWNER, content=f"revised again {number}")
+                later.update(changed, user_id=engine.OWNER, content=f"revised again {number}")
+        if schema is not None:
+            from prme.storage.postgres import drop_schema
+
+            drop_schema(str(url), schema)
     return {
         "memories": size,
+        "backend": backend,
         "vector_index": vector_index,
         "warm_retrieve_ms_p50": statistics.median(warm),
         "first_retrieve_ms_after_an_update": after_update,
@@ -99,8 +117,18 @@ def main() -> None:
         default="exact",
         help="the vector channel (hnsw: the approximate index past 131,072 memories)",
     )
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("PRME_BENCH_POSTGRES_URL"),
+        help="PostgreSQL with pgvector (default: a local server started for the run)",
+    )
     args = parser.parse_args()
-    runs = [run(int(size), args.rounds, args.vector_index) for size in args.sizes.split(",")]
+    url = None
+    if args.backend == "postgres":
+        url = args.postgres_url or engine._start_postgres()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    runs = [run(size, args.rounds, args.vector_index, url) for size in sizes]
     document = {"python": platform.python_version(), "cpus": os.cpu_count(), "runs": runs}
     print(json.dumps(document, indent=2))
 
