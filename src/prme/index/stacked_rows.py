@@ -32,7 +32,7 @@ class StackedRows:
 
     @classmethod
     def of(cls, rows: npt.NDArray[np.float32]) -> StackedRows:
-        """``rows`` alone (writable: grown in place; read-only: grown after them)."""
+        """``rows`` alone (full: grown after them, see :meth:`reserved`)."""
         return cls(rows, np.zeros((0, rows.shape[1]), np.float32))
 
     def reserved(self, size: int, rows: int) -> StackedRows:

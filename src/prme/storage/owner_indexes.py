@@ -48,7 +48,10 @@ def caught_up(
 ) -> OwnerIndex | None:
     """``index`` brought from its delete sequence to the owner's ``delete_seq`` by re-reading
     the rows changed in place since (a supersede); None when a row was removed meanwhile, a
-    step is not logged, or a row changed more than a supersede changes: it is rebuilt then."""
+    step is not logged, or a row changed more than a supersede changes: it is rebuilt then.
+    An index already at ``delete_seq`` is returned as it is."""
+    if index.delete_seq == delete_seq:
+        return index
     if not 0 <= index.delete_seq <= delete_seq:
         return None
     rowids = changed_in_place(steps, index.delete_seq, delete_seq)

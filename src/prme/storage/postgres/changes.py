@@ -4,16 +4,14 @@ owner index up with the rows superseded since it was built or saved, instead of 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from prme.index.owner_index import OwnerIndex
 from prme.storage import owner_indexes
+from prme.storage.base import Tracer
 from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
 from prme.storage.owner_indexes import IndexRows, Steps
 from prme.storage.postgres.migrations import Conn
-
-Trace = Callable[[str], None]
 
 _STEPS = (
     "SELECT memory_rowid, removed FROM owner_changes"
@@ -25,7 +23,7 @@ _ROWS = (
 )
 
 
-def logged_steps(trace: Trace, conn: Conn, user_id: str) -> Steps:
+def logged_steps(trace: Tracer, conn: Conn, user_id: str) -> Steps:
     """The owner's logged delete-sequence steps on ``conn`` (:data:`Steps`)."""
 
     def steps(after: int, upto: int) -> list[tuple[int, bool]]:
@@ -36,7 +34,7 @@ def logged_steps(trace: Trace, conn: Conn, user_id: str) -> Steps:
     return steps
 
 
-def index_rows(trace: Trace, conn: Conn, user_id: str) -> IndexRows:
+def index_rows(trace: Tracer, conn: Conn, user_id: str) -> IndexRows:
     """The owner's index rows of given rowids on ``conn`` (:data:`IndexRows`)."""
 
     def rows(rowids: list[int]) -> list[dict[str, Any]]:
@@ -47,7 +45,7 @@ def index_rows(trace: Trace, conn: Conn, user_id: str) -> IndexRows:
 
 
 def caught_up(
-    trace: Trace, conn: Conn, index: OwnerIndex, user_id: str, delete_seq: int
+    trace: Tracer, conn: Conn, index: OwnerIndex, user_id: str, delete_seq: int
 ) -> OwnerIndex | None:
     """:func:`prme.storage.owner_indexes.caught_up` on ``conn``."""
     steps, rows = logged_steps(trace, conn, user_id), index_rows(trace, conn, user_id)

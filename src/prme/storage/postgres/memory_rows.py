@@ -278,11 +278,8 @@ class MemoryRows(OwnerIndexCache):
                 fresh = index is not None and index.write_seq >= write_seq
                 if index is not None and fresh and index.delete_seq == delete_seq:
                     return index.snapshot()
-                if (
-                    index is not None
-                    and index.delete_seq != delete_seq
-                    and index.dimension == dimension
-                ):  # rows changed in place since (superseded): re-read them; else rebuilt below
+                if index is not None and index.dimension == dimension:
+                    # rows changed in place since (superseded): re-read them; else rebuilt below
                     index = (
                         changes.caught_up(self._trace, conn, index, user_id, delete_seq) or index
                     )

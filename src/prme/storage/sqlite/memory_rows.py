@@ -228,11 +228,7 @@ class MemoryRows(OwnerIndexCache):
             index = self._indexes.get(user_id)
             if index is not None and (index.write_seq, index.delete_seq) == (write_seq, delete_seq):
                 return index.snapshot()
-            if (
-                index is not None
-                and index.delete_seq != delete_seq
-                and index.dimension == dimension
-            ):
+            if index is not None and index.dimension == dimension:
                 # rows changed in place since (superseded): re-read them; else rebuilt below
                 index = indexes.caught_up(self.conn, index, user_id, delete_seq) or index
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
