@@ -3,8 +3,8 @@
 bench/engine.py's workload fills one owner (hashing embedder, 384 dimensions), builds its index
 (``build_index``) and warms it with retrievals. Then, ``--rounds`` times: one memory is updated
 and the next retrieval is timed; the same after a delete; and a new client (a new process's
-view of the pack) opened after an update times its first retrieval. Prints JSON: per size, the
-warm retrieval p50 and those first retrievals (ms).
+view of the pack) opened after an update, or after a delete, times its first retrieval. Prints
+JSON: per size, the warm retrieval p50 and those first retrievals (ms).
 
     python bench/changes.py                      # 10,000 and 100,000 memories
     python bench/changes.py --sizes 200000 --vector-index hnsw  # with HNSW graphs
@@ -76,7 +76,7 @@ def run(
             ids += writer.store_many(items[start : start + engine.BATCH], user_id=engine.OWNER)
         writer.build_index(user_id=engine.OWNER)
         warm = [_timed_retrieve(writer, query) for query in asked[:20]]
-        after_update, after_delete, reopened = [], [], []
+        after_update, after_delete, reopened, reopened_after_delete = [], [], [], []
         for number in range(rounds):
             query = asked[20 + number % 30]
             changed = ids.pop(rng.randrange(len(ids)))
@@ -92,6 +92,11 @@ def run(
             with client() as later:
                 changed = ids.pop(rng.randrange(len(ids)))
                 later.update(changed, user_id=engine.OWNER, content=f"revised again {number}")
+        for number in range(rounds):
+            with client() as later:
+                later.delete(ids.pop(rng.randrange(len(ids))), user_id=engine.OWNER)
+            with client() as again:
+                reopened_after_delete.append(_timed_retrieve(again, asked[number]))
         if schema is not None:
             from prme.storage.postgres import drop_schema
 
@@ -104,6 +109,7 @@ def run(
         "first_retrieve_ms_after_an_update": after_update,
         "first_retrieve_ms_after_a_delete": after_delete,
         "first_retrieve_ms_of_a_new_client_after_an_update": reopened,
+        "first_retrieve_ms_of_a_new_client_after_a_delete": reopened_after_delete,
     }
 
 

@@ -351,13 +351,17 @@ def test_a_reopened_pack_loads_the_saved_owner_index(
     _same(rebuilt.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT), appended)
     assert index_file.read_stamp(directory) is not None  # saved again by that rebuild
 
-    # a delete moves the delete sequence: the saved index no longer matches and is rebuilt
+    # a delete moves the delete sequence: the saved index is loaded and the deleted row taken
+    # out (not saved again: it has not grown)
     gone = appended.results[0].node.id
     assert writer.delete(gone, user_id="alice")
-    after = make_client().retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
+    caught_up = make_client()
+    after = caught_up.retrieve(QUERY, user_id="alice", scope="project", reference_time=AT)
     assert gone not in {r.node.id for r in after.results}
     stamp = index_file.read_stamp(directory)
-    assert stamp is not None and stamp.size == len(texts)
+    assert stamp is not None and (stamp.size, stamp.delete_seq) == (len(texts) + 1, 0)
+    held = caught_up.engine.store.owner_index("alice")
+    assert held is not None and (held.size, held.saved_size) == (len(texts), len(texts) + 1)
 
     # an unreadable file is ignored: the index is rebuilt from the rows
     (directory / "vectors.npy").write_bytes(b"not an array")

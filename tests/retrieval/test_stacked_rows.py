@@ -42,7 +42,7 @@ def test_stacked_rows_read_as_the_rows_one_after_another(
     whole = rng.standard_normal((base_rows + after_rows, 4)).astype(np.float32)
     base = whole[:base_rows].copy()
     base.flags.writeable = False  # as a mapped saved file
-    rows = StackedRows(base, whole[base_rows:].copy())
+    rows = StackedRows((base,), whole[base_rows:].copy())
     total = base_rows + after_rows
     start, end = min(cut), min(max(cut), total)
     start = min(start, end)

@@ -78,3 +78,20 @@ def test_a_refresh_after_an_update_reads_the_changed_rows_only(
         steps.append(counted)
     small, large = steps
     assert small == large  # before: the index was rebuilt, reading every row of the owner
+
+
+@pytest.mark.sqlite_only  # counts SQLite's work on the pack's connection
+def test_a_refresh_after_a_delete_reads_no_row(make_client: ClientFactory, tmp_path: Path) -> None:
+    steps = []
+    for size in (300, 3000):
+        client, ids = _filled(make_client, tmp_path / str(size), size)
+        store: Any = client.engine.store
+        counted = []
+        for at in (7, size - 1):  # an old memory, then the newest
+            store.owner_index("alice")
+            assert client.delete(ids[at], user_id="alice")
+            counted.append(refresh_steps(store, "alice"))
+        assert store.owner_index("alice").size == size - 2
+        steps.append(counted)
+    small, large = steps
+    assert small == large  # before: the index was rebuilt, reading every row of the owner

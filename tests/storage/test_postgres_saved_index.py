@@ -285,22 +285,24 @@ def test_a_failed_background_save_is_retried_when_due_again(
         assert _ranked(reader) == ranked
 
 
-def test_a_saved_index_is_stale_after_a_delete(pack: Callable[..., MemoryClient]) -> None:
+def test_a_saved_index_is_caught_up_after_a_delete(
+    pack: Callable[..., MemoryClient], tmp_path: Path
+) -> None:
     writer = pack()
     _fill(writer)
     top = _ranked(writer)[0][0]
-    pack().engine.store.owner_index("alice")  # loaded from the save, held by that process
+    held = pack()
+    held.engine.store.owner_index("alice")  # loaded from the save, held by that process
     assert writer.delete(top, user_id="alice")
     reader = pack()
     ranked = _ranked(reader)
     assert top not in {node_id for node_id, _ in ranked}
     ix = reader.engine.store.owner_index("alice")
-    assert ix is not None and not mapped(ix.vectors)  # rebuilt, not loaded
-    # the rebuild was saved again, and that save serves the next process
-    again = pack()
-    assert _ranked(again) == ranked
-    loaded = again.engine.store.owner_index("alice")
-    assert loaded is not None and mapped(loaded.vectors)
+    # loaded and the deleted row taken out (before: rebuilt from every row, and saved again)
+    assert ix is not None and ix.size == ROWS - 1 and ix.saved_size == ROWS
+    assert _ranked(held) == ranked  # the index held in memory is caught up too
+    assert _sql(writer, "DELETE FROM owner_indexes") == 1
+    assert _ranked(pack(cache=tmp_path / "rebuilt")) == ranked  # as an index rebuilt
 
 
 def test_a_saved_index_is_caught_up_after_an_update(
@@ -447,12 +449,15 @@ def test_a_host_cache_serves_later_processes_while_the_pack_still_names_it(
     assert _ranked(again) == grown and any("FROM owner_index_parts" in sql for sql in trace)
     ix = again.engine.store.owner_index("alice")
     assert ix is not None and ix.saved_size == 2 * ROWS
-    # a delete makes every copy stale, wherever it is kept
+    # after a delete, a host's copy is still read, and the deleted row taken out of it
     assert writer.delete(grown[0][0], user_id="alice")
-    after = pack(cache=tmp_path / "other")
+    trace = []
+    after = pack(trace=trace, cache=tmp_path / "other")
     assert grown[0][0] not in {node_id for node_id, _ in _ranked(after)}
+    assert not any("FROM owner_index_parts" in sql for sql in trace)
     ix = after.engine.store.owner_index("alice")
-    assert ix is not None and not mapped(ix.vectors)
+    assert ix is not None and (ix.size, ix.saved_size) == (2 * ROWS - 1, 2 * ROWS)
+    assert mapped(ix.vectors.base)
 
 
 UNCLOSED_STORE = """

@@ -38,6 +38,20 @@ def best_positions(values: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.in
     return np.concatenate((above, tied))
 
 
+def renumbered(
+    positions: npt.NDArray[np.integer], removed: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+    """Which ``positions`` remain once the ``removed`` positions (ascending, distinct) are
+    taken out of their rows, and where the remaining ones move: down by the removed positions
+    below each."""
+    below = np.searchsorted(removed, positions)
+    keep = np.ones(len(positions), dtype=np.bool_)
+    inside = below < removed.size
+    keep[inside] = removed[below[inside]] != positions[inside]
+    moved: npt.NDArray[np.int64] = positions[keep].astype(np.int64) - below[keep]
+    return keep, moved
+
+
 def comma_integers(text: str | None) -> npt.NDArray[np.int64]:
     """The integers of comma-separated ``text`` (as SQL's ``group_concat`` and ``string_agg``
     give them; none for NULL or empty text)."""

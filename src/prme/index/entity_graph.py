@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from prme.index.arrays import renumbered
+
 
 @dataclass(frozen=True)
 class EntityGraph:
@@ -69,4 +71,26 @@ class EntityGraph:
         np.cumsum(np.bincount(name_ids, minlength=len(names)), out=offsets[1:])
         return EntityGraph(
             tuple(names), offsets, link_positions[order], position_offsets, name_ids, numbers
+        )
+
+    def without(self, removed: npt.NDArray[np.int64]) -> EntityGraph:
+        """This graph without the links of the ``removed`` positions (ascending), the later
+        positions moved down over them (a name left without links keeps its number)."""
+        gone = removed[removed < self.size]
+        if not gone.size:
+            return self
+        per_position = np.diff(self.position_offsets)
+        linked_from = np.repeat(np.arange(self.size, dtype=np.int64), per_position)
+        kept_positions, _ = renumbered(np.arange(self.size, dtype=np.int64), gone)
+        position_offsets = np.zeros(int(kept_positions.sum()) + 1, np.int64)
+        np.cumsum(per_position[kept_positions], out=position_offsets[1:])
+        keep, moved = renumbered(self.positions, gone)
+        kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
+        return EntityGraph(
+            self.names,
+            kept_before[self.offsets],
+            moved,
+            position_offsets,
+            self.name_ids[renumbered(linked_from, gone)[0]],
+            self.numbers,
         )

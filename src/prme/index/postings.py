@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from prme.index import strings
+from prme.index.arrays import renumbered
 from prme.index.strings import StringColumn
 
 MAX_SEGMENT_ROWS = 1 << 18
@@ -152,6 +153,28 @@ class Segment:
             offsets,
             self.positions[keep],
             self.offsets[keep],
+        )
+
+    def without(self, removed: npt.NDArray[np.int64]) -> Segment:
+        """The instances of the positions but ``removed`` (ascending), the later positions
+        moved down over them (``self`` when none is removed or moved)."""
+        below_start, below_end = np.searchsorted(removed, [self.start, self.end]).tolist()
+        start, end = self.start - below_start, self.end - below_end
+        if below_end == below_start:  # none inside: the positions move down alike
+            if not below_start:
+                return self
+            shift = np.int32(below_start)
+            return replace(
+                self, start=start, end=end, positions=self.positions - shift, docs=self.docs - shift
+            )
+        keep, moved = renumbered(self.positions, removed)
+        kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
+        counts = kept[self.term_offsets[1:]] - kept[self.term_offsets[:-1]]
+        held = counts > 0
+        offsets = np.zeros(int(held.sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[held], out=offsets[1:])
+        return with_documents(
+            start, end, self.term_ids[held], offsets, moved.astype(np.int32), self.offsets[keep]
         )
 
 
@@ -314,6 +337,16 @@ class OwnerPostings:
         return OwnerPostings(
             self.vocabulary, tuple(s for s in self.segments if s.start < size), size
         )
+
+    def without(self, removed: npt.NDArray[np.int64]) -> OwnerPostings:
+        """The postings of the positions but ``removed`` (ascending; those not covered yet are
+        not counted), the later positions moved down over them."""
+        gone = removed[removed < self.size]
+        if not gone.size:
+            return self
+        segments = (s.without(gone) for s in self.segments)
+        kept = tuple(s for s in segments if s.rows)
+        return OwnerPostings(self.vocabulary, kept, self.size - gone.size)
 
     def lookup(self, tokens: Sequence[str]) -> dict[str, Instances]:
         """Each token's instances: positions (ascending) and offsets, by position then offset."""

@@ -88,6 +88,39 @@ class StringColumn(Sequence[str]):
     __hash__ = None  # type: ignore[assignment]
 
 
+def without(
+    values: Sequence[str], size: int, removed: npt.NDArray[np.int64]
+) -> list[str] | StringColumn:
+    """``values[:size]`` but the strings at the ``removed`` positions (ascending, below
+    ``size``), in a new column: a loaded column's blob is cut around them, not decoded."""
+    gone = removed.tolist()
+    if not isinstance(values, StringColumn):
+        kept: list[str] = []
+        start = 0
+        for position in [*gone, size]:
+            kept += values[start:position]
+            start = position + 1
+        return kept
+    stored = min(values._stored, size)
+    cuts = [p for p in gone if p < stored]
+    offsets = values._offsets
+    lengths = np.diff(offsets[: stored + 1])
+    keep = np.ones(stored, dtype=np.bool_)
+    keep[cuts] = False
+    runs = zip([0, *(p + 1 for p in cuts)], [*cuts, stored], strict=True)
+    blob = np.concatenate(
+        [values._blob[offsets[a] : offsets[b]] for a, b in runs if b > a] or [values._blob[:0]]
+    )
+    new_offsets = np.zeros(int(keep.sum()) + 1, np.int64)
+    np.cumsum(lengths[keep], out=new_offsets[1:])
+    column = StringColumn(np.asarray(blob, dtype=np.uint8), new_offsets)
+    appended = set(p - values._stored for p in gone if p >= values._stored)
+    column._appended = [
+        v for i, v in enumerate(values._appended[: size - stored]) if i not in appended
+    ]
+    return column
+
+
 def joined(values: Sequence[str], start: int, end: int) -> bytes:
     """``"\\n".join(values[start:end])`` in UTF-8, for a list or a :class:`StringColumn`."""
     if isinstance(values, StringColumn):

@@ -10,6 +10,7 @@ from typing import Any
 from prme.index.ann import AnnPolicy
 from prme.index.changed_rows import with_rows_replaced
 from prme.index.owner_index import OwnerIndex
+from prme.index.removed_rows import without_rows
 
 # An owner index of at least this many rows is saved (SQLite: under the pack's index
 # directory; PostgreSQL: in the pack, and a copy in this host's cache), and again after
@@ -26,40 +27,51 @@ Steps = Callable[[int, int], Sequence[tuple[int, bool]] | None]
 IndexRows = Callable[[list[int]], list[dict[str, Any]]]
 
 
-def changed_in_place(steps: Steps, after: int, upto: int) -> list[int] | None:
+def logged_changes(steps: Steps, after: int, upto: int) -> tuple[list[int], list[int]] | None:
     """The rowids that the delete-sequence steps after ``after``, up to ``upto``, changed in
-    place (ascending); None when one of them removed a row or is not logged."""
+    place and those they removed (each ascending; a row changed, then removed, is removed);
+    None when one of the steps is not logged."""
     logged = steps(after, upto)
-    if logged is None or len(logged) != upto - after or any(removed for _, removed in logged):
+    if logged is None or len(logged) != upto - after:
         return None
-    return sorted({int(rowid) for rowid, _ in logged})
+    removed = {int(rowid) for rowid, gone in logged if gone}
+    changed = {int(rowid) for rowid, gone in logged if not gone} - removed
+    return sorted(changed), sorted(removed)
 
 
-def catches_up(steps: Steps, saved_at: int, delete_seq: int) -> bool:
-    """Whether an index saved at delete sequence ``saved_at`` can be caught up to the owner's
-    ``delete_seq`` (:func:`caught_up`): the same, or only rows changed in place since."""
+def rows_removed_since(
+    steps: Steps, saved_at: int, delete_seq: int, max_rowid: int
+) -> list[int] | None:
+    """The rowids up to ``max_rowid`` (those an index saved at delete sequence ``saved_at``
+    holds) that the steps up to the owner's ``delete_seq`` removed; None when the index cannot
+    be caught up (:func:`caught_up`): a step is not logged, or the sequence went back. A
+    removed rowid may be in use again: SQLite gives a new row the largest rowid's successor."""
     if saved_at == delete_seq:
-        return True
-    return saved_at < delete_seq and changed_in_place(steps, saved_at, delete_seq) is not None
+        return []
+    found = logged_changes(steps, saved_at, delete_seq) if saved_at < delete_seq else None
+    return None if found is None else [rowid for rowid in found[1] if rowid <= max_rowid]
 
 
 def caught_up(
     index: OwnerIndex, delete_seq: int, steps: Steps, rows: IndexRows
 ) -> OwnerIndex | None:
-    """``index`` brought from its delete sequence to the owner's ``delete_seq`` by re-reading
-    the rows changed in place since (a supersede); None when a row was removed meanwhile, a
-    step is not logged, or a row changed more than a supersede changes: it is rebuilt then.
-    An index already at ``delete_seq`` is returned as it is."""
+    """``index`` brought from its delete sequence to the owner's ``delete_seq``: the rows
+    removed since are taken out (:func:`~prme.index.removed_rows.without_rows`), and those
+    changed in place (a supersede) re-read; None when a step is not logged or a row changed
+    more than a supersede changes: it is rebuilt then. An index already at ``delete_seq`` is
+    returned as it is."""
     if index.delete_seq == delete_seq:
         return index
     if not 0 <= index.delete_seq <= delete_seq:
         return None
-    rowids = changed_in_place(steps, index.delete_seq, delete_seq)
-    if rowids is None:
+    found = logged_changes(steps, index.delete_seq, delete_seq)
+    if found is None:
         return None
-    held = [rowid for rowid in rowids if rowid <= index.max_rowid]  # later ones are appended
-    found = rows(held) if held else []
-    updated = with_rows_replaced(index, found) if len(found) == len(held) else None
+    changed, removed = found
+    remaining = without_rows(index, removed)
+    held = [rowid for rowid in changed if rowid <= remaining.max_rowid]  # later ones are appended
+    found_rows = rows(held) if held else []
+    updated = with_rows_replaced(remaining, found_rows) if len(found_rows) == len(held) else None
     if updated is not None:
         updated.delete_seq = delete_seq
     return updated

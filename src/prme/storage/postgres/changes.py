@@ -1,6 +1,6 @@
 """The owner changes a PostgreSQL pack logs (``owner_changes``, migration 10), read to catch an
-owner index up with the rows superseded since it was built or saved, instead of rebuilding it
-(:func:`prme.storage.owner_indexes.caught_up`)."""
+owner index up with the rows removed or superseded since it was built or saved, instead of
+rebuilding it (:func:`prme.storage.owner_indexes.caught_up`)."""
 
 from __future__ import annotations
 

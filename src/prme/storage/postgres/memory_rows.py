@@ -279,7 +279,7 @@ class MemoryRows(OwnerIndexCache):
                 if index is not None and fresh and index.delete_seq == delete_seq:
                     return index.snapshot()
                 if index is not None and index.dimension == dimension:
-                    # rows changed in place since (superseded): re-read them; else rebuilt below
+                    # rows removed or changed in place since: taken out, re-read; else rebuilt below
                     index = (
                         changes.caught_up(self._trace, conn, index, user_id, delete_seq) or index
                     )

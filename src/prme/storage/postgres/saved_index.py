@@ -15,9 +15,9 @@ Loading checks, in order: the attestation, the stamp against the database exactl
 pack checks its files (the same pack, owner, owner's delete sequence and dimension, and the
 owner's row count up to the stamp's rowid; every delete and supersede of the owner's memories
 moves the owner's delete sequence, the only writes that change rows an index already holds; a
-stamp of an earlier delete sequence is read when each step since only superseded rows, which
-are then re-read (``owner_changes``); a manifest stamped with the pack-wide ``delete_seq`` of
-earlier versions is not read), then each
+stamp of an earlier delete sequence is read when each step since is logged (``owner_changes``):
+the rows removed since are not counted, then taken out, and the superseded ones re-read; a
+manifest stamped with the pack-wide ``delete_seq`` of earlier versions is not read), then each
 file's size and SHA-256 as it is streamed into the working directory, then
 :func:`index_file.load`'s own shape checks. Anything else (missing, stale, another owner's,
 tampered or partial) is never served: the index is rebuilt from the rows, and saved again. Rows
@@ -43,7 +43,7 @@ from prme.index import index_file
 from prme.index.ann import AnnPolicy, kept_ranges
 from prme.index.owner_index import SEGMENT_LOG, OwnerIndex
 from prme.index.postings import OwnerPostings
-from prme.storage.owner_indexes import catches_up
+from prme.storage.owner_indexes import rows_removed_since
 from prme.storage.postgres import changes
 from prme.storage.postgres.migrations import Conn
 
@@ -137,7 +137,8 @@ def load(
     """The owner's saved index, when it matches the database (see the module's docstring);
     ``key`` is ``(pack_id, user_id, owner's delete_seq, dimension)``, ``conn`` in the caller's read
     snapshot, ``root`` the store's working directory. Saved at an earlier delete sequence, it
-    is read when every step since changed rows in place, and caught up with them."""
+    is read when every step since is logged (the rows removed since are not counted), and
+    caught up with them."""
     found = _manifest(trace, conn, key[1], attest)
     if found is None:
         return None
@@ -145,15 +146,18 @@ def load(
     pack_id, user_id, delete_seq, dimension = key
     if (stamp.pack_id, stamp.user_id, stamp.dimension) != (pack_id, user_id, dimension):
         return None
-    if not catches_up(changes.logged_steps(trace, conn, user_id), stamp.delete_seq, delete_seq):
+    steps = changes.logged_steps(trace, conn, user_id)
+    removed = rows_removed_since(steps, stamp.delete_seq, delete_seq, stamp.max_rowid)
+    if removed is None:
         return None
     row = _run(
         trace,
         conn,
-        "SELECT COUNT(*) FROM memories WHERE user_id = %s AND rowid <= %s",
-        (user_id, stamp.max_rowid),
+        "SELECT COUNT(*) FROM memories WHERE user_id = %s AND rowid <= %s"
+        " AND NOT rowid = ANY(%s)",
+        (user_id, stamp.max_rowid, removed),
     ).fetchone()
-    if row is None or int(row[0]) != stamp.size:
+    if row is None or int(row[0]) != stamp.size - len(removed):
         return None
     directory = index_file.owner_directory(root, user_id)
     if _attested(directory) != attestation and not _fetch(

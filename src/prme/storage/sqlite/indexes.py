@@ -18,7 +18,7 @@ from prme.index.owner_index import OwnerIndex
 from prme.storage import owner_indexes
 from prme.storage.columns import INDEX_COLUMNS, index_row, select_list
 from prme.storage.fts5_lexical import first_varint, owner_postings
-from prme.storage.owner_indexes import IndexRows, Steps, catches_up, save_due
+from prme.storage.owner_indexes import IndexRows, Steps, rows_removed_since, save_due
 
 # Derived search structures (the owners' HNSW segments), rebuilt from the database if missing.
 INDEX_DIR = "index"
@@ -124,7 +124,8 @@ def saved(
     """The owner's index saved under ``root``, when it matches the database: ``key`` is
     ``(pack_id, user_id, the owner's delete_seq, dimension)``, and the owner's rows up to
     its last rowid are as many as it holds. Saved at an earlier delete sequence, it is read
-    when every step since changed rows in place (:func:`caught_up`)."""
+    when every step since is logged, and caught up with them (:func:`caught_up`): the rows
+    removed since are not counted."""
     pack_id, user_id, delete_seq, dimension = key
     directory = index_file.owner_directory(root, user_id)
     stamp = index_file.read_stamp(directory)
@@ -132,13 +133,16 @@ def saved(
         return None
     if (stamp.pack_id, stamp.user_id, stamp.dimension) != (pack_id, user_id, dimension):
         return None
-    if not catches_up(logged_steps(conn, user_id), stamp.delete_seq, delete_seq):
+    steps = logged_steps(conn, user_id)
+    removed = rows_removed_since(steps, stamp.delete_seq, delete_seq, stamp.max_rowid)
+    if removed is None:
         return None
     (count,) = conn.execute(
-        "SELECT COUNT(*) FROM memories WHERE user_id = ? AND rowid <= ?",
-        (user_id, stamp.max_rowid),
+        "SELECT COUNT(*) FROM memories WHERE user_id = ? AND rowid <= ?"
+        " AND rowid NOT IN (SELECT value FROM json_each(?))",
+        (user_id, stamp.max_rowid, json.dumps(removed)),
     ).fetchone()
-    if int(count) != stamp.size:
+    if int(count) != stamp.size - len(removed):
         return None
     index = index_file.load(directory, stamp, ann=ann, ann_dir=root)
     if index is None or stamp.delete_seq == delete_seq:

@@ -229,7 +229,7 @@ class MemoryRows(OwnerIndexCache):
             if index is not None and (index.write_seq, index.delete_seq) == (write_seq, delete_seq):
                 return index.snapshot()
             if index is not None and index.dimension == dimension:
-                # rows changed in place since (superseded): re-read them; else rebuilt below
+                # rows removed or changed in place since: taken out, re-read; else rebuilt below
                 index = indexes.caught_up(self.conn, index, user_id, delete_seq) or index
             if index is None or index.delete_seq != delete_seq or index.dimension != dimension:
                 saved = indexes.saved(

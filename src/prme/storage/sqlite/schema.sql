@@ -52,8 +52,8 @@ CREATE TABLE IF NOT EXISTS owner_deletes (
 ) WITHOUT ROWID;
 -- Which memory each step of an owner's delete sequence changed, and whether it left the
 -- owner's rows (a delete, or an update that moved it to another owner) or was changed in place
--- (a supersede): an owner index re-reads the rows changed in place instead of being rebuilt
--- (prme.storage.sqlite.indexes). Logged by the same triggers; a step without its entry (a
+-- (a supersede): an owner index takes the removed rows out and re-reads the rows changed in
+-- place instead of being rebuilt (prme.storage.owner_indexes). Logged by the same triggers; a step without its entry (a
 -- writer from before this table) makes the owner's index rebuilt, as before.
 CREATE TABLE IF NOT EXISTS owner_changes (
     user_id TEXT NOT NULL,
