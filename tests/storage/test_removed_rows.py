@@ -20,6 +20,7 @@ from prme import MemoryClient
 from prme.config import RetrievalConfig
 from prme.index import stacked_rows, strings
 from prme.index.arrays import exact_dot
+from prme.index.entity_graph import EntityGraph
 from prme.index.lexical import POSTINGS, shared_postings
 from prme.index.owner_index import NUMERIC_COLUMNS, OwnerIndex
 from prme.index.stacked_rows import StackedRows
@@ -141,8 +142,12 @@ def test_the_newest_row_deleted_then_a_new_one_stored(
 
 
 @pytest.mark.sqlite_only  # the saved index lies beside the SQLite file
+@pytest.mark.parametrize("deleted", [(1, 150, 299), (299,)])  # or the newest alone
 def test_a_saved_index_loses_the_rows_deleted_since_in_a_new_process(
-    make_client: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_client: ClientFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    deleted: tuple[int, ...],
 ) -> None:
     monkeypatch.setattr(owner_indexes, "SAVE_INDEX_ROWS", 64)  # save this small owner's index
     pack = tmp_path / "pack"
@@ -151,8 +156,8 @@ def test_a_saved_index_loses_the_rows_deleted_since_in_a_new_process(
     _ranking(client)  # saves alice's index at 300 rows, with its postings
     client.close()
     client = make_client(pack)
-    for node_id in (ids[1], ids[150], ids[299]):
-        client.delete(node_id, user_id="alice")
+    for at in deleted:
+        client.delete(ids[at], user_id="alice")
     client.update(ids[2], user_id="alice", content="Alice Moreau revised the Lisbon budget")
     client.close()
     reopened = make_client(pack)
@@ -208,6 +213,8 @@ def test_strings_without_positions_are_those_kept(
         column.append(value)
     assert list(strings.without(values, size, removed)) == kept
     assert list(strings.without(column, size, removed)) == kept
+    newest = np.arange(max(size - len(picks), 0), size, dtype=np.int64)  # or the newest alone
+    assert list(strings.without(column, size, newest)) == values[: size - newest.size]
 
 
 @settings(max_examples=60, deadline=None)
@@ -245,3 +252,25 @@ def test_rows_without_positions_read_as_those_kept(
     grown = rows.reserved(size, size + 5)
     grown.write(size, np.ones((3, 8), np.float32))
     np.testing.assert_array_equal(grown[0 : size + 3], np.concatenate((kept, np.ones((3, 8)))))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    names=st.lists(st.lists(st.sampled_from("abcdef"), unique=True, max_size=3), max_size=25),
+    picks=st.sets(st.integers(0, 24), max_size=6),
+    newest=st.integers(0, 3),
+)
+def test_an_entity_graph_without_positions_links_those_kept(
+    names: list[list[str]], picks: set[int], newest: int
+) -> None:
+    size = len(names)
+    graph = EntityGraph.empty().merged(names)
+    for gone in ({p for p in picks if p < size}, set(range(max(size - newest, 0), size))):
+        removed = np.array(sorted(gone), dtype=np.int64)
+        left = [ns for p, ns in enumerate(names) if p not in gone]
+        expected = EntityGraph.empty().merged(left)
+        found = graph.without(removed)
+        assert found.size == len(left)
+        assert [found.names_of(p) for p in range(found.size)] == left
+        for name in "abcdef":
+            assert found.links(name).tolist() == expected.links(name).tolist()

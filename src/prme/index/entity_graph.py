@@ -79,6 +79,17 @@ class EntityGraph:
         gone = removed[removed < self.size]
         if not gone.size:
             return self
+        kept = self.size - gone.size
+        if int(gone[0]) == kept:  # only the newest positions: the others do not move
+            keep = self.positions < kept
+            return EntityGraph(
+                self.names,
+                np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[self.offsets],
+                self.positions[keep],
+                self.position_offsets[: kept + 1],
+                self.name_ids[: self.position_offsets[kept]],
+                self.numbers,
+            )
         per_position = np.diff(self.position_offsets)
         linked_from = np.repeat(np.arange(self.size, dtype=np.int64), per_position)
         kept_positions, _ = renumbered(np.arange(self.size, dtype=np.int64), gone)

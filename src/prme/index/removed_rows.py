@@ -31,7 +31,12 @@ def without_rows(index: OwnerIndex, rowids: Iterable[int]) -> OwnerIndex:
         return index
     removed = positions.astype(np.int64)
     size = index.size
-    columns = {name: np.delete(index.col(name), removed) for name, _ in NUMERIC_COLUMNS}
+    kept = size - removed.size
+    newest = int(removed[0]) == kept  # only the newest rows: the others keep their positions
+    columns = {
+        name: index.col(name)[:kept] if newest else np.delete(index.col(name), removed)
+        for name, _ in NUMERIC_COLUMNS
+    }
     graph = index.graph.without(removed)
     gone = set(removed.tolist())
     first_fresh = index.graph.size
@@ -48,7 +53,6 @@ def without_rows(index: OwnerIndex, rowids: Iterable[int]) -> OwnerIndex:
         with shared.lock:
             postings = shared.postings.upto(size).without(removed)
         derived[POSTINGS] = (-1, SharedPostings(postings))
-    kept = size - removed.size
     return replace(
         index,
         size=kept,

@@ -104,6 +104,10 @@ def without(
     stored = min(values._stored, size)
     cuts = [p for p in gone if p < stored]
     offsets = values._offsets
+    if not cuts:  # the loaded strings stay as they are
+        column = StringColumn(values._blob[: offsets[stored]], offsets[: stored + 1])
+        column._appended = _without_appended(values, size, stored, gone)
+        return column
     lengths = np.diff(offsets[: stored + 1])
     keep = np.ones(stored, dtype=np.bool_)
     keep[cuts] = False
@@ -114,11 +118,15 @@ def without(
     new_offsets = np.zeros(int(keep.sum()) + 1, np.int64)
     np.cumsum(lengths[keep], out=new_offsets[1:])
     column = StringColumn(np.asarray(blob, dtype=np.uint8), new_offsets)
-    appended = set(p - values._stored for p in gone if p >= values._stored)
-    column._appended = [
-        v for i, v in enumerate(values._appended[: size - stored]) if i not in appended
-    ]
+    column._appended = _without_appended(values, size, stored, gone)
     return column
+
+
+def _without_appended(values: StringColumn, size: int, stored: int, gone: list[int]) -> list[str]:
+    """The strings appended to ``values`` (after its ``stored`` ones) up to ``size`` but the
+    ``gone`` positions."""
+    appended = {p - values._stored for p in gone if p >= values._stored}
+    return [v for i, v in enumerate(values._appended[: size - stored]) if i not in appended]
 
 
 def joined(values: Sequence[str], start: int, end: int) -> bytes:
