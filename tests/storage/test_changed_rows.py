@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.owner_index import owner_ranking
 
 from prme import MemoryClient
 from prme.storage import owner_indexes
@@ -34,20 +35,7 @@ def _memories(count: int, start: int = 0) -> list[dict[str, Any]]:
 
 
 def _ranking(client: MemoryClient) -> list[list[Any]]:
-    """What alice's queries return: ids, scores and traces, with and without a scope."""
-    found = []
-    for query in QUERIES:
-        for scope in (None, "project"):
-            response = client.retrieve(
-                query, user_id="alice", scope=scope, limit=15, reference_time=NOW
-            )
-            found.append(
-                [
-                    (r.node.id, r.node.lifecycle_state, r.composite_score, r.score_trace)
-                    for r in response.results
-                ]
-            )
-    return found
+    return owner_ranking(client, QUERIES, NOW)
 
 
 def test_an_index_caught_up_after_updates_ranks_as_one_rebuilt(

@@ -15,6 +15,7 @@ import pytest
 from conftest import make_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.owner_index import owner_ranking
 
 from prme import MemoryClient
 from prme.config import RetrievalConfig
@@ -46,15 +47,7 @@ def _memories(count: int, start: int = 0) -> list[dict[str, Any]]:
 
 
 def _ranking(client: MemoryClient) -> list[list[Any]]:
-    """What alice's queries return: ids, scores and traces, with and without a scope."""
-    found = []
-    for query in QUERIES:
-        for scope in (None, "project"):
-            response = client.retrieve(
-                query, user_id="alice", scope=scope, limit=15, reference_time=NOW
-            )
-            found.append([(r.node.id, r.composite_score, r.score_trace) for r in response.results])
-    return found
+    return owner_ranking(client, QUERIES, NOW)
 
 
 def _held(index: OwnerIndex) -> dict[str, Any]:

@@ -117,3 +117,22 @@ def refresh_steps(store: Any, user_id: str) -> int:
     finally:
         store.conn.set_progress_handler(None, 1)
     return steps[0]
+
+
+def owner_ranking(client: Any, queries: Sequence[str], now: datetime) -> list[list[Any]]:
+    """What alice's ``queries`` return at ``now``, with and without a scope: each result's id,
+    lifecycle, score and trace (what an index caught up with changes must rank as a rebuilt
+    one does)."""
+    found = []
+    for query in queries:
+        for scope in (None, "project"):
+            response = client.retrieve(
+                query, user_id="alice", scope=scope, limit=15, reference_time=now
+            )
+            found.append(
+                [
+                    (r.node.id, r.node.lifecycle_state, r.composite_score, r.score_trace)
+                    for r in response.results
+                ]
+            )
+    return found

@@ -141,17 +141,25 @@ class Segment:
         if self.end <= size:
             return self
         keep = self.positions < size
+        end = max(self.start, size)
+        return self._kept(self.start, end, keep, self.positions[keep])
+
+    def _kept(
+        self, start: int, end: int, keep: npt.NDArray[np.bool_], positions: npt.NDArray[Any]
+    ) -> Segment:
+        """A segment over ``[start, end)`` of the instances ``keep`` marks, now at
+        ``positions``: the tokens left without one are dropped."""
         kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
         counts = kept[self.term_offsets[1:]] - kept[self.term_offsets[:-1]]
         held = counts > 0
         offsets = np.zeros(int(held.sum()) + 1, dtype=np.int64)
         np.cumsum(counts[held], out=offsets[1:])
         return with_documents(
-            self.start,
-            max(self.start, size),
+            start,
+            end,
             self.term_ids[held],
             offsets,
-            self.positions[keep],
+            positions.astype(np.int32, copy=False),
             self.offsets[keep],
         )
 
@@ -168,14 +176,7 @@ class Segment:
                 self, start=start, end=end, positions=self.positions - shift, docs=self.docs - shift
             )
         keep, moved = renumbered(self.positions, removed)
-        kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
-        counts = kept[self.term_offsets[1:]] - kept[self.term_offsets[:-1]]
-        held = counts > 0
-        offsets = np.zeros(int(held.sum()) + 1, dtype=np.int64)
-        np.cumsum(counts[held], out=offsets[1:])
-        return with_documents(
-            start, end, self.term_ids[held], offsets, moved.astype(np.int32), self.offsets[keep]
-        )
+        return self._kept(start, end, keep, moved)
 
 
 def documents(
