@@ -78,18 +78,19 @@ def test_superseded_segment_files_are_deleted(
     bob = retrieve("bob") - alice  # 200 rows: searched 2 chunks, ahead 2 + 1
     assert bob == _kept(client, "bob") and len(bob) == 2
 
-    assert client.delete(stored[0], user_id="alice")  # position 0: every position moves
+    assert client.delete(stored[-1], user_id="alice")  # the newest: every graph is kept
+    assert retrieve("alice") == alice | bob
+    # position 0: every position moves, every graph is built again, and the index saved again,
+    # which deletes the old graphs' files
+    assert client.delete(stored[0], user_id="alice")
     after_delete = retrieve("alice")
-    moved = _kept(client, "alice")
-    assert not alice & moved
-    # the saved index, not saved again (it has not grown), still lists the old graphs: a new
-    # process loads it and takes the deleted row out, as this one did
-    assert after_delete == bob | alice | moved
+    assert after_delete == bob | _kept(client, "alice") and not alice & after_delete
+    alice = after_delete - bob
 
-    client.store_many(_texts(150, 2000), user_id="alice")  # 449 rows: 4 + 2 (+ 1 ahead)
+    client.store_many(_texts(150, 2000), user_id="alice")  # 448 rows: 4 + 2 (+ 1 ahead)
     grown = retrieve("alice") - bob
-    assert grown == _kept(client, "alice") and len(grown) == 3 and len(moved & grown) == 1
-    client.store_many(_texts(100, 3000), user_id="alice")  # 549 rows: 4 + 2 + 1 (+ 8 ahead)
+    assert grown == _kept(client, "alice") and len(grown) == 3 and len(alice & grown) == 1
+    client.store_many(_texts(100, 3000), user_id="alice")  # 548 rows: 4 + 2 + 1 (+ 8 ahead)
     merged = retrieve("alice") - bob
     assert merged == _kept(client, "alice") and len(merged) == 4 and len(grown & merged) == 3
     assert retrieve("bob") - merged == bob  # bob's graphs survived every save of alice's index

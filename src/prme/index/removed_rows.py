@@ -7,7 +7,8 @@ entity graph, lexical postings), instead of reading, embedding-decoding and toke
 of the pack again. The result is a new index that shares nothing the old one's snapshots may
 still read and that appends write to, so a retrieval in flight keeps what it showed. The HNSW
 graphs over positions before the first removed row are unchanged and kept; the later ones are
-built again, over the moved positions, when next searched.
+built again, over the moved positions, when next searched. Otherwise the index keeps its saved
+size: a new process loads the index saved before the delete and takes the same rows out.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def without_rows(index: OwnerIndex, rowids: Iterable[int]) -> OwnerIndex:
         with shared.lock:
             postings = shared.postings.upto(size).without(removed)
         derived[POSTINGS] = (-1, SharedPostings(postings))
+    graphs = index.graphs.up_to(int(removed[0]))
+    # The graphs after a removed row are built again; saving the index soon (as due when
+    # nothing of it is saved) deletes the files of those it no longer uses.
+    saved_size = index.saved_size if len(graphs.built) == len(index.segments) else 0
     return replace(
         index,
         size=kept,
@@ -66,7 +71,8 @@ def without_rows(index: OwnerIndex, rowids: Iterable[int]) -> OwnerIndex:
         fresh_names=fresh_names,
         fresh_links=sum(len(names) for names in fresh_names),
         max_rowid=int(columns["rowid"][-1]) if kept else 0,
-        graphs=index.graphs.up_to(int(removed[0])),
+        saved_size=saved_size,
+        graphs=graphs,
         nodes={},
         derived_values=derived,
     )
