@@ -81,7 +81,7 @@ def test_a_saved_index_is_caught_up_in_a_new_process(
 
 
 @pytest.mark.sqlite_only  # writes the SQLite file behind the store's back
-def test_an_unlogged_or_removing_step_rebuilds_the_index(
+def test_an_unlogged_step_rebuilds_the_index(
     make_client: ClientFactory, tmp_path: Path
 ) -> None:
     pack = tmp_path / "pack"
@@ -93,7 +93,7 @@ def test_an_unlogged_or_removing_step_rebuilds_the_index(
         raw.execute("UPDATE memories SET lifecycle_state = 'superseded' WHERE id = ?", (ids[4],))
         raw.execute("DELETE FROM owner_changes WHERE memory_rowid = ?", (5,))
     raw.close()
-    client.delete(ids[9], user_id="alice")  # and a step that removes a row
+    client.delete(ids[9], user_id="alice")  # and a logged delete after it
     found = _ranking(client)
     assert ids[4] not in {str(row[0]) for rows in found for row in rows}
     client.close()

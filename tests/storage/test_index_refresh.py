@@ -5,6 +5,7 @@ has."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,36 +63,49 @@ def test_a_refresh_reads_only_the_owners_new_rows(
     assert [steps for steps, _ in small] == [steps for steps, _ in large]
 
 
+Changes = Callable[[MemoryClient, list[str], int], list[Callable[[], object]]]
+
+
+def _steps_after_changes(
+    make_client: ClientFactory, path: Path, changes: Changes
+) -> tuple[list[list[int]], list[object], list[int]]:
+    """For alice with 300 and with 3,000 memories: SQLite's steps to refresh her index after
+    each of the changes ``changes(client, ids, size)`` makes, what the changes returned, and
+    her index's size after them."""
+    steps, returned, sizes = [], [], []
+    for size in (300, 3000):
+        client, ids = _filled(make_client, path / str(size), size)
+        store: Any = client.engine.store
+        counted = []
+        for change in changes(client, ids, size):
+            store.owner_index("alice")
+            returned.append(change())
+            counted.append(refresh_steps(store, "alice"))
+        sizes.append(store.owner_index("alice").size)
+        steps.append(counted)
+    return steps, returned, sizes
+
+
 @pytest.mark.sqlite_only  # counts SQLite's work on the pack's connection
 def test_a_refresh_after_an_update_reads_the_changed_rows_only(
     make_client: ClientFactory, tmp_path: Path
 ) -> None:
-    steps = []
-    for size in (300, 3000):
-        client, ids = _filled(make_client, tmp_path / str(size), size)
-        store: Any = client.engine.store
-        counted = []
-        for at in (7, 150):
-            store.owner_index("alice")
-            client.update(ids[at], user_id="alice", content="Alice Moreau moved the review")
-            counted.append(refresh_steps(store, "alice"))
-        steps.append(counted)
-    small, large = steps
+    def updates(client: MemoryClient, ids: list[str], size: int) -> list[Callable[[], object]]:
+        content = "Alice Moreau moved the review"
+        return [
+            partial(client.update, ids[at], user_id="alice", content=content) for at in (7, 150)
+        ]
+
+    (small, large), _, _ = _steps_after_changes(make_client, tmp_path, updates)
     assert small == large  # before: the index was rebuilt, reading every row of the owner
 
 
 @pytest.mark.sqlite_only  # counts SQLite's work on the pack's connection
 def test_a_refresh_after_a_delete_reads_no_row(make_client: ClientFactory, tmp_path: Path) -> None:
-    steps = []
-    for size in (300, 3000):
-        client, ids = _filled(make_client, tmp_path / str(size), size)
-        store: Any = client.engine.store
-        counted = []
-        for at in (7, size - 1):  # an old memory, then the newest
-            store.owner_index("alice")
-            assert client.delete(ids[at], user_id="alice")
-            counted.append(refresh_steps(store, "alice"))
-        assert store.owner_index("alice").size == size - 2
-        steps.append(counted)
-    small, large = steps
+    def deletes(client: MemoryClient, ids: list[str], size: int) -> list[Callable[[], object]]:
+        # an old memory, then the newest
+        return [partial(client.delete, ids[at], user_id="alice") for at in (7, size - 1)]
+
+    (small, large), deleted, sizes = _steps_after_changes(make_client, tmp_path, deletes)
+    assert all(deleted) and sizes == [300 - 2, 3000 - 2]
     assert small == large  # before: the index was rebuilt, reading every row of the owner

@@ -285,41 +285,27 @@ def test_a_failed_background_save_is_retried_when_due_again(
         assert _ranked(reader) == ranked
 
 
-def test_a_saved_index_is_caught_up_after_a_delete(
-    pack: Callable[..., MemoryClient], tmp_path: Path
+@pytest.mark.parametrize("change", ["delete", "update"])
+def test_a_saved_index_is_caught_up_after_a_change(
+    pack: Callable[..., MemoryClient], tmp_path: Path, change: str
 ) -> None:
     writer = pack()
     _fill(writer)
     top = _ranked(writer)[0][0]
     held = pack()
     held.engine.store.owner_index("alice")  # loaded from the save, held by that process
-    assert writer.delete(top, user_id="alice")
+    if change == "delete":
+        assert writer.delete(top, user_id="alice")
+    else:
+        writer.update(top, user_id="alice", content="nothing relevant here at all")
     reader = pack()
     ranked = _ranked(reader)
     assert top not in {node_id for node_id, _ in ranked}
     ix = reader.engine.store.owner_index("alice")
-    # loaded and the deleted row taken out (before: rebuilt from every row, and saved again)
-    assert ix is not None and ix.size == ROWS - 1 and ix.saved_size == ROWS
-    assert _ranked(held) == ranked  # the index held in memory is caught up too
-    assert _sql(writer, "DELETE FROM owner_indexes") == 1
-    assert _ranked(pack(cache=tmp_path / "rebuilt")) == ranked  # as an index rebuilt
-
-
-def test_a_saved_index_is_caught_up_after_an_update(
-    pack: Callable[..., MemoryClient], tmp_path: Path
-) -> None:
-    writer = pack()
-    _fill(writer)
-    top = _ranked(writer)[0][0]
-    held = pack()
-    held.engine.store.owner_index("alice")  # loaded from the save, held by that process
-    writer.update(top, user_id="alice", content="nothing relevant here at all")
-    reader = pack()
-    ranked = _ranked(reader)
-    assert top not in {node_id for node_id, _ in ranked}
-    ix = reader.engine.store.owner_index("alice")
-    # loaded and the superseded row re-read (before: rebuilt from every row, and saved again)
-    assert ix is not None and ix.size == ROWS + 1 and ix.saved_size == ROWS
+    # loaded, the deleted row taken out or the superseded one re-read (before: rebuilt from
+    # every row, and saved again)
+    size = ROWS - 1 if change == "delete" else ROWS + 1
+    assert ix is not None and ix.size == size and ix.saved_size == ROWS
     assert _ranked(held) == ranked  # the index held in memory is caught up too
     assert _sql(writer, "DELETE FROM owner_indexes") == 1
     assert _ranked(pack(cache=tmp_path / "rebuilt")) == ranked  # as an index rebuilt

@@ -91,9 +91,9 @@ class EntityGraph:
                 self.numbers,
             )
         per_position = np.diff(self.position_offsets)
-        linked_from = np.repeat(np.arange(self.size, dtype=np.int64), per_position)
-        kept_positions, _ = renumbered(np.arange(self.size, dtype=np.int64), gone)
-        position_offsets = np.zeros(int(kept_positions.sum()) + 1, np.int64)
+        kept_positions = np.ones(self.size, dtype=np.bool_)
+        kept_positions[gone] = False
+        position_offsets = np.zeros(kept + 1, np.int64)
         np.cumsum(per_position[kept_positions], out=position_offsets[1:])
         keep, moved = renumbered(self.positions, gone)
         kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))
@@ -102,6 +102,6 @@ class EntityGraph:
             kept_before[self.offsets],
             moved,
             position_offsets,
-            self.name_ids[renumbered(linked_from, gone)[0]],
+            self.name_ids[np.repeat(kept_positions, per_position)],
             self.numbers,
         )
