@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import mmap
+import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from prme.index.ann import AnnPolicy
 from prme.index.owner_index import (
     CONDITIONS,
     DECAYS,
@@ -17,6 +20,7 @@ from prme.index.owner_index import (
     NO_TIME,
     NO_TTL,
     NODE_TYPES,
+    NUMERIC_COLUMNS,
     SCOPES,
     SOURCES,
     OwnerIndex,
@@ -136,3 +140,75 @@ def owner_ranking(client: Any, queries: Sequence[str], now: datetime) -> list[li
                 ]
             )
     return found
+
+
+# Sentences of a few words from a small vocabulary (their hashing vectors are sparse), and an
+# index of vectors alone (no pack): the vector search tests' inputs.
+WORDS = [
+    "aster",
+    "basalt",
+    "cobalt",
+    "fjord",
+    "garnet",
+    "harbor",
+    "iris",
+    "juniper",
+    "kestrel",
+    "lumen",
+    "marlin",
+    "nimbus",
+    "onyx",
+    "postgres",
+    "redis",
+    "kafka",
+    "terraform",
+    "grafana",
+    "latency",
+    "budget",
+    "roadmap",
+    "migration",
+    "outage",
+    "pricing",
+    "security",
+    "release",
+    "schema",
+    "deadline",
+    "incident",
+    "rollout",
+    "caching",
+    "backup",
+    "alerting",
+    "lisbon",
+    "berlin",
+    "osaka",
+    "oslo",
+    "dublin",
+    "austin",
+    "seoul",
+    "porto",
+    "climbing",
+    "chess",
+    "cycling",
+    "pottery",
+    "sailing",
+    "ramen",
+    "tacos",
+]
+
+
+def sentences(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(WORDS, rng.randint(4, 9))) for _ in range(count)]
+
+
+def build(
+    vectors: np.ndarray[Any, Any], policy: AnnPolicy | None, ann_dir: Path | None = None
+) -> OwnerIndex:
+    ix = OwnerIndex(vectors.shape[1], ann=policy, ann_dir=ann_dir)
+    rows = []
+    for i in range(len(vectors)):
+        row: dict[str, Any] = {name: 0 for name, _ in NUMERIC_COLUMNS}
+        row.update(rowid=i + 1, id=f"m{i:06d}", content_sha256="", evidence_refs="[]")
+        rows.append(row)
+    ix.append(rows, vectors, {})
+    return ix

@@ -63,6 +63,14 @@ def library_version() -> str:
     return version("usearch")
 
 
+# An owner whose vectors are sparse is scanned exactly whatever its size, through the vectors'
+# postings (prme.index.sparse_vectors): at a million rows of the hashing embedder that took 7 ms
+# where the graphs took 19 ms and found 0.87 of the exact top 10. Sparse: nonzero components in
+# under SPARSE_DENSITY of the dimensions of the first SPARSE_SAMPLE_ROWS vectors.
+SPARSE_SAMPLE_ROWS = 4096
+SPARSE_DENSITY = 0.125
+
+
 @dataclass(frozen=True)
 class AnnPolicy:
     """When and how the vector channel searches approximately (all of it is identity)."""
@@ -106,6 +114,7 @@ class AnnPolicy:
             "graphs_lag_chunks": self.lag_chunks,
             "expansion_search": self.expansion_search,
             "rescores_other_channels": self.rescore_channels,
+            "exact_when_sparse": {"sample_rows": SPARSE_SAMPLE_ROWS, "density_below": SPARSE_DENSITY},
         }
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from prme.index.lexical import POSTINGS
 from prme.index.owner_index import NUMERIC_COLUMNS, OwnerIndex
+from prme.index.sparse_vectors import SPARSE
 
 # What a supersede never changes: a row re-read with other values here is another row.
 FIXED_STRINGS = ("ids", "content_sha256", "evidence")
@@ -48,10 +49,11 @@ def with_rows_replaced(index: OwnerIndex, rows: Sequence[Mapping[str, Any]]) -> 
         column[positions] = values
         columns[name] = column
     changed = set(positions.tolist())
-    postings = index.derived_values.get(POSTINGS)  # the lexical postings: content only
+    # the lexical postings (of the content) and the vectors' postings are the same
+    derived = {k: v for k, v in index.derived_values.items() if k in (POSTINGS, SPARSE)}
     return replace(
         index,
         columns=columns,
         nodes={p: node for p, node in index.nodes.items() if p not in changed},
-        derived_values={} if postings is None else {POSTINGS: postings},
+        derived_values=derived,
     )

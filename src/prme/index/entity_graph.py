@@ -3,7 +3,7 @@ array, and each position's names, so a query's graph expansion slices arrays."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,3 +105,51 @@ class EntityGraph:
             self.name_ids[np.repeat(kept_positions, per_position)],
             self.numbers,
         )
+
+
+def expand(
+    links: Callable[[str], npt.NDArray[np.int64]],
+    names_at: Callable[[int], list[str]],
+    names: Sequence[str],
+    mask: npt.NDArray[np.bool_] | None,
+    max_hops: int,
+    limit: int,
+) -> dict[int, int]:
+    """Entity-graph expansion from the seed ``names``: position → hop (1..max_hops), over the
+    positions ``links(name)`` gives and the names ``names_at(position)`` gives, within ``mask``
+    (None: every position).
+
+    A name linked to more than ``limit`` memories (a hub, such as a speaker's name in a
+    conversation) cannot discriminate and is skipped. Each hop ranks the memories it reaches
+    by how many of the hop's names they mention (then by position), takes the best ones up
+    to ``limit`` in all, and the next hop expands from their entities.
+    """
+    found: dict[int, int] = {}
+    seen = set(names)
+    frontier = sorted(seen)
+    for hop in range(1, max_hops + 1):
+        if not frontier or len(found) >= limit:
+            break
+        lists = []
+        for name in frontier:
+            positions = links(name)
+            if mask is None and len(positions) > limit:
+                continue  # a hub (no mask can shrink it)
+            if mask is not None:
+                positions = positions[mask[positions]]
+            if 0 < len(positions) <= limit:
+                lists.append(positions)
+        if not lists:
+            break
+        hits, counts = np.unique(np.concatenate(lists), return_counts=True)
+        if found:
+            fresh = ~np.isin(hits, np.fromiter(found, np.int64, len(found)))
+            hits, counts = hits[fresh], counts[fresh]
+        order = np.lexsort((hits, -counts))
+        taken = hits[order][: limit - len(found)].tolist()
+        for position in taken:
+            found[position] = hop
+        next_names = {n for p in taken for n in names_at(p)} - seen
+        seen |= next_names
+        frontier = sorted(next_names)
+    return found

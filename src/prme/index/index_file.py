@@ -18,6 +18,11 @@ A SQLite pack's index also keeps the owner's lexical postings (:mod:`prme.index.
 (``lexical.*.npy``), memory-mapped when loaded (postings saved before the document postings
 existed have those derived from their instances on loading); without them (a PostgreSQL
 pack's index, or one saved before) the postings are derived from the rows again.
+
+An owner whose vectors are sparse also keeps their postings (:mod:`prme.index.sparse_vectors`)
+when they are built at the save: ``sparse.json`` (the stamp and the blocks' bounds) and the
+blocks' arrays (``sparse.<i>.*.npy``), memory-mapped when loaded. Without them the postings are
+built again in the background, and the vectors scanned in full meanwhile.
 """
 
 from __future__ import annotations
@@ -35,11 +40,12 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.index import strings
-from prme.index.ann import kept_ranges, segment_key
+from prme.index.ann import segment_key
 from prme.index.entity_graph import EntityGraph
 from prme.index.lexical import shared_postings
 from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
 from prme.index.postings import ARRAYS, DOCUMENT_ARRAYS, OFFSET_DTYPES, OwnerPostings
+from prme.index.sparse_vectors import Block, complete, shared_blocks
 from prme.index.stacked_rows import StackedRows
 from prme.index.strings import StringColumn
 
@@ -49,6 +55,7 @@ STRING_COLUMNS = ("ids", "content_sha256", "evidence")
 GRAPH_ARRAYS = ("offsets", "positions", "position_offsets", "name_ids")
 SEGMENTS = "segments.json"  # the ANN segment files the saved index uses (their keys)
 LEXICAL = "lexical.json"  # the lexical postings' stamp and segments (SQLite packs)
+SPARSE = "sparse.json"  # the sparse vectors' postings: their stamp and blocks
 
 
 @dataclass(frozen=True)
@@ -166,7 +173,7 @@ def save(
     replaced by larger ones). Only this owner's files are ever listed, so no other owner's
     segments are touched."""
     size = stamp.size
-    current = segment_keys(index, kept_ranges(size, index.ann)) if index.ann else set()
+    current = segment_keys(index, index.kept_graphs(size))
     superseded = (_listed_segments(directory) | segment_keys(index, list(index.segments))) - current
     graph = index.graph
     if graph.size < size:
@@ -188,6 +195,7 @@ def save(
         (partial / SEGMENTS).write_text(json.dumps(sorted(current)), "utf-8")
         if postings is not None and postings.size == size:
             _save_postings(partial, postings, stamp)
+        sparse_rows = _save_sparse(partial, index, stamp)
         (partial / META).write_text(json.dumps(stamp.as_json()), "utf-8")
         old = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.old")
         if directory.exists():
@@ -195,6 +203,7 @@ def save(
         os.replace(partial, directory)
         shutil.rmtree(old, ignore_errors=True)
         index.index_dir = directory
+        shared_blocks(index.derived_values).saved = sparse_rows
         prune_segments(index.ann_dir, superseded)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
@@ -268,6 +277,11 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
     postings = load_postings(directory, stamp)
     if postings is not None:
         shared_postings(index).postings = postings
+    blocks = _load_sparse(directory, stamp)
+    if blocks:
+        shared = shared_blocks(index.derived_values)
+        shared.sparse, shared.saved = True, blocks[-1].end
+        shared.built = {(b.start, b.end): b for b in blocks}
     # saved without its lexical postings (before they were saved): it counts as unsaved, so it
     # is saved again with them and the next process does not derive them from every row again
     index.saved_size = size if postings is not None else 0
@@ -301,3 +315,39 @@ def load_postings(directory: Path, stamp: IndexStamp) -> OwnerPostings | None:
         return OwnerPostings.from_arrays(stamp.size, meta["segments"], arrays)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _save_sparse(directory: Path, index: OwnerIndex, stamp: IndexStamp) -> int:
+    """Save the sparse vectors' postings of ``stamp.size`` rows, built first where they are
+    not yet (none when the vectors are not sparse); the rows they cover."""
+    complete(index.derived_values, index.vectors, stamp.size)
+    blocks = shared_blocks(index.derived_values).layout(stamp.size)
+    if not blocks:
+        return 0
+    for i, block in enumerate(blocks):
+        for name in ("offsets", "rows", "values"):
+            np.save(directory / f"sparse.{i}.{name}.npy", getattr(block, name))
+    bounds = [[b.start, b.end, b.max_norm] for b in blocks]
+    (directory / SPARSE).write_text(json.dumps({"stamp": stamp.as_json(), "blocks": bounds}))
+    return blocks[-1].end
+
+
+def _load_sparse(directory: Path, stamp: IndexStamp) -> list[Block]:
+    """The sparse vectors' postings saved with the index of ``stamp`` (none when there are
+    none, they were saved for another stamp, or are unreadable)."""
+    try:
+        meta = json.loads((directory / SPARSE).read_text("utf-8"))
+        if meta.get("stamp") != stamp.as_json():
+            return []
+        blocks = []
+        for i, (start, end, max_norm) in enumerate(meta["blocks"]):
+            offsets = _mapped(directory / f"sparse.{i}.offsets.npy", np.int64)
+            rows = _mapped(directory / f"sparse.{i}.rows.npy", np.int32)
+            values = _mapped(directory / f"sparse.{i}.values.npy", np.float32)
+            if len(offsets) != stamp.dimension + 1 or not len(rows) == len(values) == offsets[-1]:
+                return []
+            blocks.append(Block(int(start), int(end), offsets, rows, values, float(max_norm)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    contiguous = [b.start for b in blocks] == [0, *[b.end for b in blocks[:-1]]]
+    return blocks if contiguous and blocks and blocks[-1].end <= stamp.size else []

@@ -36,8 +36,9 @@ from prme.index.ann import (
     segment_key,
 )
 from prme.index.arrays import best_positions, distinct, exact_dot
-from prme.index.entity_graph import EntityGraph
+from prme.index.entity_graph import EntityGraph, expand
 from prme.index.segment_cache import GraphSource, SegmentCache
+from prme.index.sparse_vectors import SparseScores, shared_blocks, sparse_scores
 from prme.index.stacked_rows import StackedRows
 from prme.index.strings import StringColumn
 from prme.models.enums import (
@@ -286,14 +287,29 @@ class OwnerIndex:
 
     def uses_ann(self) -> bool:
         """Whether the vector channel searches approximately at this size."""
-        return self.ann is not None and self.size >= self.ann.min_rows
+        return self.ann is not None and self.size >= self.ann.min_rows and not self.sparse()
+
+    def sparse(self) -> bool:
+        """Whether the vectors are sparse (scanned through their postings, never by graphs)."""
+        return shared_blocks(self.derived_values).is_sparse(self.vectors, self.size)
+
+    def kept_graphs(self, size: int) -> list[tuple[int, int]]:
+        """The graphs this index keeps at ``size`` rows (:func:`~prme.index.ann.kept_ranges`;
+        none when it scans exactly)."""
+        return [] if self.ann is None or self.sparse() else kept_ranges(size, self.ann)
 
     def scores(self, query: npt.NDArray[np.float32]) -> VectorScores:
-        """The query's similarity to this index, for :meth:`top_k`: every exact cosine
-        (:meth:`cosines`) below the policy's size, else an approximate searcher."""
-        if self.uses_ann() and query.shape[-1] == self.dimension:
+        """The query's similarity to this index, for :meth:`top_k`: an approximate searcher
+        past the policy's size, else the exact scan: through the vectors' postings when they
+        are sparse, or every cosine (:meth:`cosines`)."""
+        if query.shape[-1] != self.dimension:
+            return self.cosines(query)
+        if self.uses_ann():
             return QueryScores(self, query.astype(np.float32))
-        return self.cosines(query)
+        exact = sparse_scores(
+            self.derived_values, self.vectors, self.size, query.astype(np.float32)
+        )
+        return self.cosines(query) if exact is None else exact
 
     def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """The query's cosine with every position (empty when the dimension differs)."""
@@ -311,7 +327,7 @@ class OwnerIndex:
         """Build (or load) every graph the policy keeps at this size, those searched later
         included (:func:`~prme.index.ann.kept_ranges`); their ranges (none when the vector
         channel scans exactly)."""
-        ranges = kept_ranges(self.size, self.ann) if self.ann is not None else []
+        ranges = self.kept_graphs(self.size)
         if ranges:
             self.segments_for(ranges)
         return ranges
@@ -409,6 +425,11 @@ class OwnerIndex:
         """The ``k`` best masked positions of :meth:`scores`, best first, then by position."""
         if isinstance(scores, QueryScores):
             return scores.index.ann_top_k(scores.query, mask, k)
+        if isinstance(scores, SparseScores):  # the same as the full scan's, or that scan
+            found = scores.top_k(mask, k)
+            if found is not None:
+                return found
+            scores = self.cosines(scores.query)
         if scores.size == 0 or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         if mask.all():  # no scope filter: skip the gather
@@ -443,43 +464,12 @@ class OwnerIndex:
     def graph_search(
         self, names: Sequence[str], mask: npt.NDArray[np.bool_], max_hops: int, limit: int
     ) -> dict[int, int]:
-        """Entity-graph expansion: position → hop (1..max_hops), seeds matched by name.
-
-        A name linked to more than ``limit`` memories (a hub, such as a speaker's name in a
-        conversation) cannot discriminate and is skipped. Each hop ranks the memories it reaches
-        by how many of the hop's names they mention (then by position), takes the best ones up
-        to ``limit`` in all, and the next hop expands from their entities.
-        """
-        found: dict[int, int] = {}
-        seen = set(names)
-        frontier = sorted(seen)
+        """Entity-graph expansion: position → hop (1..max_hops), seeds matched by name
+        (:func:`~prme.index.entity_graph.expand`)."""
         everything = bool(mask[: self.size].all())
-        for hop in range(1, max_hops + 1):
-            if not frontier or len(found) >= limit:
-                break
-            lists = []
-            for name in frontier:
-                positions = self.entity_links(name)
-                if everything and len(positions) > limit:
-                    continue  # a hub (no mask can shrink it)
-                if not everything:
-                    positions = positions[mask[positions]]
-                if 0 < len(positions) <= limit:
-                    lists.append(positions)
-            if not lists:
-                break
-            hits, counts = np.unique(np.concatenate(lists), return_counts=True)
-            if found:
-                fresh = ~np.isin(hits, np.fromiter(found, np.int64, len(found)))
-                hits, counts = hits[fresh], counts[fresh]
-            order = np.lexsort((hits, -counts))
-            taken = hits[order][: limit - len(found)].tolist()
-            for position in taken:
-                found[position] = hop
-            next_names = {n for p in taken for n in self.names_at(p)} - seen
-            seen |= next_names
-            frontier = sorted(next_names)
-        return found
+        return expand(
+            self.entity_links, self.names_at, names, None if everything else mask, max_hops, limit
+        )
 
 
 @dataclass(frozen=True)
@@ -494,5 +484,6 @@ class QueryScores:
         return self.index.size
 
 
-#: What :meth:`OwnerIndex.scores` returns: every exact cosine, or an approximate searcher.
-VectorScores = npt.NDArray[np.float32] | QueryScores
+#: What :meth:`OwnerIndex.scores` returns: every exact cosine, a sparse index's postings, or
+#: an approximate searcher.
+VectorScores = npt.NDArray[np.float32] | SparseScores | QueryScores

@@ -6,7 +6,8 @@ seconds at 100k memories, minutes at a million. This does that work now (the sam
 the same result: the index and graphs are functions of the owner's rows), and waits until what
 is saved is saved, so a new process maps it instead of rebuilding it. The graphs searched once
 the owner grows by a chunk are built too (:func:`~prme.index.ann.kept_ranges`), so none is
-left to build in the background either.
+left to build in the background either; so are sparse vectors' postings
+(:mod:`prme.index.sparse_vectors`), which a process builds again when it opens the pack.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import time
 
 from prme.engine import Engine
+from prme.index import sparse_vectors
 from prme.index.ann import searched_ranges
 from prme.models.retrieval import OwnerIndexReport
 from prme.validation import require_owner
@@ -28,9 +30,12 @@ def build_index(engine: Engine, user_id: str) -> OwnerIndexReport:
         index = store.owner_index(owner)
     if index is not None:
         index.complete_segments()  # those searched later included
+        sparse_vectors.complete(index.derived_values, index.vectors, index.size)
     store.wait_for_index_saves()
     rows = 0 if index is None else index.size
-    ranges = [] if index is None or index.ann is None else searched_ranges(rows, index.ann)
+    ranges: list[tuple[int, int]] = []
+    if index is not None and index.ann is not None and not index.sparse():
+        ranges = searched_ranges(rows, index.ann)
     return OwnerIndexReport(
         user_id=owner,
         rows=rows,

@@ -40,7 +40,7 @@ from typing import Any
 import psycopg
 
 from prme.index import index_file
-from prme.index.ann import AnnPolicy, kept_ranges
+from prme.index.ann import AnnPolicy
 from prme.index.owner_index import SEGMENT_LOG, OwnerIndex
 from prme.index.postings import OwnerPostings
 from prme.storage.owner_indexes import rows_removed_since
@@ -170,7 +170,7 @@ def load(
         return None
     if index.ann is not None:  # the segments this policy keeps at this size, if saved
         ann_dir.mkdir(exist_ok=True)
-        for segment in index_file.segment_keys(index, kept_ranges(stamp.size, index.ann)):
+        for segment in index_file.segment_keys(index, index.kept_graphs(stamp.size)):
             name = f"{ANN}/{segment}.usearch"
             path = ann_dir / f"{segment}.usearch"
             if name in files and not path.exists():

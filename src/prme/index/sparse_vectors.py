@@ -1,0 +1,285 @@
+"""The exact vector scan of sparse vectors through their postings (pure numpy, and one
+background thread that builds them).
+
+The hashing embedder gives a short text a vector with few nonzero components (about 19 of 384
+for a sentence), so most of a full scan's products are zero. For an owner whose vectors are
+sparse (:func:`is_sparse`), the nonzero components are also kept as postings: per dimension,
+the positions whose vector has it and their values, in blocks of positions. A query's dot
+product with every row is then the sum over the query's nonzero dimensions of their postings,
+and only the rows that can reach the ``k`` best are rescored with the scan's own float32 dot
+product (:func:`~prme.index.arrays.exact_dot`).
+
+The result is exactly the scan's: the same positions, cosines (bits) and order. The postings
+sum exact float64 products, so each is within :func:`error_bound` of the row's float32 dot
+product, whatever order the scan's kernel adds its products in. A row whose upper bound is
+below the ``k``-th best lower bound cannot be among the best; every other row is rescored
+exactly. A query whose ``k``-th best lower bound is not clearly positive (fewer than ``k`` rows
+share a component with it) is scanned in full instead. Because the result never depends on
+the postings, they are built in the background when the owner grows or is first searched,
+and the rows they do not cover yet are scanned as before; nothing about them is part of the
+feature identity. That an owner with sparse vectors is scanned exactly even past the size where
+a vector index policy searches graphs is (``exact_when_sparse``, :mod:`prme.index.ann`).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from prme.index.ann import (
+    SPARSE_DENSITY,
+    SPARSE_SAMPLE_ROWS,
+    AnnPolicy,
+    best_by_cosine,
+    segment_ranges,
+)
+from prme.index.arrays import exact_dot
+from prme.index.stacked_rows import StackedRows
+from prme.index.workers import Background
+
+SPARSE = "sparse_blocks"  # the key of an owner index's postings in its derived values
+Range = tuple[int, int]
+Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
+
+# Blocks hold whole chunks of BLOCK_ROWS positions, grouped as the vector index groups chunks
+# into graphs (:func:`~prme.index.ann.segment_ranges`): up to 64 chunks, then the binary
+# decomposition of the rest, so growing rebuilds only the small blocks at the end.
+BLOCK_LAYOUT = AnnPolicy(min_rows=0, chunk_rows=4096, max_segment_chunks=64)
+BUILDER = Background("prme-sparse")
+_UNIT_ROUNDOFF = 2.0**-24  # float32
+
+
+def error_bound(dimension: int, query_norm: float, row_norm: float) -> float:
+    """How far a float32 dot product of ``dimension`` components (any summation order, fused
+    or not) can be from the exact one: ``gamma(n) * sum|q_i v_i|`` with ``n = dimension + 1``
+    roundings at most, and ``sum|q_i v_i| <= |q| |v|``. The float64 sum of exact products the
+    postings give is within 1e-12 of the exact one (a slack added here)."""
+    n = dimension + 1
+    gamma = n * _UNIT_ROUNDOFF / (1 - n * _UNIT_ROUNDOFF)
+    return gamma * query_norm * row_norm * (1 + 1e-6) + 1e-12
+
+
+@dataclass(frozen=True)
+class Block:
+    """The nonzero components of positions ``[start, end)``, by dimension."""
+
+    start: int
+    end: int
+    offsets: npt.NDArray[np.int64]  # dimension d's entries are [offsets[d], offsets[d + 1])
+    rows: npt.NDArray[np.int32]  # position - start, ascending within a dimension
+    values: npt.NDArray[np.float32]
+    max_norm: float  # the largest row norm
+
+    @classmethod
+    def of(cls, matrix: npt.NDArray[np.float32], start: int) -> Block:
+        """The block of ``matrix``'s rows, the first at position ``start``."""
+        rows, dims = np.nonzero(matrix)  # row by row: ascending rows within each dimension
+        order = np.argsort(dims, kind="stable")
+        offsets = np.zeros(matrix.shape[1] + 1, np.int64)
+        np.cumsum(np.bincount(dims, minlength=matrix.shape[1]), out=offsets[1:])
+        values = matrix[rows[order], dims[order]]
+        squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
+        max_norm = float(np.sqrt(squares.max())) if len(matrix) else 0.0
+        return cls(
+            start, start + len(matrix), offsets, rows[order].astype(np.int32), values, max_norm
+        )
+
+    def dots(
+        self, dims: npt.NDArray[np.intp], weights: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """Each row's dot product with the query whose nonzero components are ``weights`` at
+        ``dims``: exact products (float32 by float32 fits float64), summed in float64."""
+        spans = [(int(self.offsets[d]), int(self.offsets[d + 1])) for d in dims]
+        rows = np.concatenate([self.rows[a:b] for a, b in spans])
+        products = np.concatenate(
+            [
+                self.values[a:b].astype(np.float64) * w
+                for (a, b), w in zip(spans, weights, strict=True)
+            ]
+        )
+        # (typed as counts: with weights, numpy returns their float64 sums)
+        sums = np.bincount(rows, weights=products, minlength=self.end - self.start)
+        return sums.astype(np.float64, copy=False)
+
+
+def block_ranges(rows: int) -> list[Range]:
+    """The blocks covering the whole chunks of ``rows`` positions (pure)."""
+    return segment_ranges(rows, BLOCK_LAYOUT)
+
+
+def is_sparse(vectors: StackedRows) -> bool:
+    """Whether these vectors (at least ``SPARSE_SAMPLE_ROWS`` of them) are sparse: their first
+    ``SPARSE_SAMPLE_ROWS`` rows' share of nonzero components (the hashing embedder: 5% for a
+    sentence; a dense model: all of them)."""
+    sample = vectors[0:SPARSE_SAMPLE_ROWS]
+    return bool(np.count_nonzero(sample) < SPARSE_DENSITY * sample.size)
+
+
+@dataclass
+class SharedBlocks:
+    """An owner index's postings, shared by its snapshots: the blocks built, by range (a
+    position's vector never changes, and positions below a size never move while it grows)."""
+
+    sparse: bool | None = None  # decided once the index holds SPARSE_SAMPLE_ROWS rows
+    built: dict[Range, Block] = field(default_factory=dict)
+    pending: bool = False  # a build is queued or running
+    largest: int = 0  # the most rows asked for (an older snapshot's smaller size builds nothing)
+    saved: int = 0  # the rows of the blocks saved with the owner's index (or loaded from it)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def up_to(self, position: int) -> SharedBlocks:
+        """The blocks wholly before ``position`` (an index after a delete at ``position``)."""
+        with self.lock:
+            kept = {r: b for r, b in self.built.items() if r[1] <= position}
+            sample_kept = position >= SPARSE_SAMPLE_ROWS  # else the sample's rows changed
+            return SharedBlocks(self.sparse if sample_kept else None, kept)
+
+    def is_sparse(self, vectors: StackedRows, size: int) -> bool:
+        """Whether the index of these ``size`` vectors is sparse (:func:`is_sparse`; never
+        below ``SPARSE_SAMPLE_ROWS`` rows), decided once."""
+        if size < SPARSE_SAMPLE_ROWS:
+            return False
+        with self.lock:
+            if self.sparse is None:
+                self.sparse = is_sparse(vectors)
+            return self.sparse
+
+    def layout(self, size: int) -> list[Block] | None:
+        """The blocks of the largest built layout within ``size`` rows (none built: None)."""
+        with self.lock:
+            return _built_layout(self.built, size) if self.sparse else None
+
+    def usable(self, vectors: StackedRows, size: int) -> list[Block] | None:
+        """The blocks of the largest built layout within ``size`` rows, starting a background
+        build of the layout for ``size`` when it is missing; None when these vectors are not
+        sparse, or no layout is built yet."""
+        if not self.is_sparse(vectors, size):
+            return None
+        with self.lock:
+            wanted = block_ranges(size)
+            if size >= self.largest and not self.pending:
+                self.largest = size
+                if any(r not in self.built for r in wanted):
+                    self.pending = BUILDER.submit(lambda: self._build(vectors, wanted))
+            return _built_layout(self.built, size)
+
+    def _build(self, vectors: StackedRows, wanted: list[Range]) -> None:
+        try:
+            for start, end in wanted:
+                with self.lock:
+                    done = (start, end) in self.built
+                if done or BUILDER.stopping.is_set():
+                    continue
+                block = Block.of(np.ascontiguousarray(vectors[start:end]), start)
+                with self.lock:
+                    self.built[(start, end)] = block
+            with self.lock:  # the blocks merged into larger ones are dropped
+                self.built = {r: b for r, b in self.built.items() if r in set(wanted)}
+        finally:
+            with self.lock:
+                self.pending = False
+
+    def drain(self) -> None:
+        """Wait for the builds queued so far (tests and benchmarks)."""
+        BUILDER.drain()
+
+
+def _built_layout(built: dict[Range, Block], size: int) -> list[Block] | None:
+    """The blocks of the largest layout of at most ``size`` rows whose blocks are all built."""
+    if not built:
+        return None
+    rows = size - size % BLOCK_LAYOUT.chunk_rows
+    while rows > 0:
+        ranges = block_ranges(rows)
+        if all(r in built for r in ranges):
+            return [built[r] for r in ranges]
+        rows -= BLOCK_LAYOUT.chunk_rows
+    return None
+
+
+def top_k(
+    blocks: list[Block],
+    vectors: StackedRows,
+    size: int,
+    query: npt.NDArray[np.float32],
+    mask: npt.NDArray[np.bool_],
+    k: int,
+) -> Found | None:
+    """The ``k`` best masked positions of ``size`` by exact cosine, then position, as the full
+    scan finds them; None when the postings cannot bound them (then scan in full)."""
+    covered = blocks[-1].end
+    dims = np.flatnonzero(query)
+    if dims.size == 0 or k <= 0:
+        return None
+    weights = query[dims].astype(np.float64)
+    approx = np.concatenate([block.dots(dims, weights) for block in blocks])
+    query_norm = float(np.sqrt(np.dot(weights, weights)))
+    bound = error_bound(len(query), query_norm, max(block.max_norm for block in blocks))
+    # the clearly positive covered rows (a lower bound above the bound) and the tail, exactly
+    positive = np.flatnonzero(approx > 2 * bound)
+    positive = positive[mask[positive]]
+    tail = np.arange(covered, size, dtype=np.int64)[mask[covered:size]]
+    tail_cosines = (
+        vectors.cosines(covered, size, query)[tail - covered]
+        if tail.size
+        else (np.zeros(0, np.float32))
+    )
+    lower = np.concatenate((approx[positive] - bound, tail_cosines.astype(np.float64)))
+    if lower.size < k:
+        return None
+    kth = float(np.partition(lower, lower.size - k)[lower.size - k])
+    # Below, rows sharing no component (cosine 0) could be among the best, or a row at most
+    # twice the bound above 0 (not ``positive``) could reach the k-th best.
+    if kth <= 3 * bound:
+        return None
+    candidates = positive[approx[positive] + bound >= kth]
+    in_tail = tail_cosines >= kth
+    positions = np.concatenate((candidates.astype(np.int64), tail[in_tail]))
+    cosines = np.concatenate((exact_dot(vectors[candidates], query), tail_cosines[in_tail]))
+    return best_by_cosine(positions, cosines, k)
+
+
+@dataclass(frozen=True)
+class SparseScores:
+    """A query against an owner index whose vectors have postings (see :func:`top_k`)."""
+
+    vectors: StackedRows
+    size: int
+    query: npt.NDArray[np.float32]
+    blocks: list[Block]
+
+    def top_k(self, mask: npt.NDArray[np.bool_], k: int) -> Found | None:
+        return top_k(self.blocks, self.vectors, self.size, self.query, mask, k)
+
+
+def sparse_scores(
+    derived: dict[str, tuple[int, object]],
+    vectors: StackedRows,
+    size: int,
+    query: npt.NDArray[np.float32],
+) -> SparseScores | None:
+    """The query against an owner index's postings (kept in its ``derived`` values), or None
+    when it has none to search (not sparse, too small, or none built yet)."""
+    blocks = shared_blocks(derived).usable(vectors, size)
+    return None if blocks is None else SparseScores(vectors, size, query, blocks)
+
+
+def shared_blocks(derived: dict[str, tuple[int, object]]) -> SharedBlocks:
+    """The postings an owner index (whose ``derived`` values these are) and its snapshots
+    share."""
+    shared = derived.setdefault(SPARSE, (-1, SharedBlocks()))[1]
+    assert isinstance(shared, SharedBlocks)
+    return shared
+
+
+def complete(derived: dict[str, tuple[int, object]], vectors: StackedRows, size: int) -> bool:
+    """Build the postings of an owner index of ``size`` rows now (none when its vectors are
+    not sparse), so that no retrieval scans in full meanwhile; whether it has them."""
+    shared = shared_blocks(derived)
+    if shared.usable(vectors, size) is None and not shared.is_sparse(vectors, size):
+        return False
+    BUILDER.drain()
+    return shared.usable(vectors, size) is not None

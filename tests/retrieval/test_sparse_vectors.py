@@ -1,0 +1,295 @@
+"""The exact vector scan of sparse vectors through their postings: the full scan's top k, bit
+for bit, or no answer (then the full scan runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.owner_index import build, sentences
+
+from prme import MemoryClient
+from prme.config import RetrievalConfig
+from prme.embed.hashing import HashingEmbedder
+from prme.index.ann import SPARSE_SAMPLE_ROWS, AnnPolicy
+from prme.index.arrays import exact_dot
+from prme.index.owner_index import OwnerIndex
+from prme.index.sparse_vectors import (
+    BUILDER,
+    Block,
+    SparseScores,
+    block_ranges,
+    error_bound,
+    shared_blocks,
+    top_k,
+)
+from prme.index.stacked_rows import StackedRows
+from prme.models.enums import Scope
+
+AT = datetime(2027, 1, 1, tzinfo=UTC)
+
+Found = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
+
+
+def scanned(matrix: np.ndarray[Any, Any], query: np.ndarray[Any, Any], mask: Any, k: int) -> Found:
+    """The full scan's top k: every cosine, best first, then by position."""
+    cosines = exact_dot(matrix, query)
+    allowed = np.flatnonzero(mask)
+    order = np.lexsort((allowed, -cosines[allowed]))[:k]
+    return allowed[order].astype(np.int64), cosines[allowed][order]
+
+
+def same(got: Found, want: Found) -> bool:
+    return np.array_equal(got[0], want[0]) and got[1].tobytes() == want[1].tobytes()
+
+
+@st.composite
+def sparse_cases(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Rows with a few nonzero components drawn from a handful of values (so many cosines
+    tie, many are exactly 0 and some are negative), a query, a mask, ``k`` and where the
+    blocks end (the rows after them are the tail)."""
+    rows = draw(st.integers(1, 160))
+    dimension = draw(st.integers(4, 40))
+    values = st.sampled_from([0.25, 0.5, -0.5, 1.0, 1.0 / 3.0, 0.1])
+    matrix = np.zeros((rows, dimension), np.float32)
+    for row in range(rows):
+        for _ in range(draw(st.integers(0, 4))):
+            matrix[row, draw(st.integers(0, dimension - 1))] = draw(values)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = np.divide(matrix, norms, out=matrix, where=norms > 0).astype(np.float32)
+    query = np.zeros(dimension, np.float32)
+    for _ in range(draw(st.integers(1, 4))):
+        query[draw(st.integers(0, dimension - 1))] = draw(values)
+    query /= max(float(np.linalg.norm(query)), 1e-6)
+    mask = np.array(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), np.bool_)
+    if draw(st.booleans()):
+        mask[:] = True
+    cuts = sorted(set(draw(st.lists(st.integers(1, rows), min_size=1, max_size=4))))
+    return matrix, query, mask, draw(st.integers(1, 40)), cuts
+
+
+@settings(max_examples=300, deadline=None)
+@given(sparse_cases())
+def test_the_postings_give_the_full_scans_top_k_or_nothing(case: tuple[Any, ...]) -> None:
+    matrix, query, mask, k, cuts = case
+    blocks = [Block.of(matrix[a:b], a) for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
+    found = top_k(blocks, StackedRows.of(matrix), len(matrix), query, mask, k)
+    if found is not None:
+        assert same(found, scanned(matrix, query, mask, k))
+
+
+def test_the_postings_answer_when_enough_rows_share_a_component() -> None:
+    """A query sharing words with many rows is answered from the postings (no full scan),
+    across blocks and a tail, with and without a mask, for k small and large."""
+    matrix = np.asarray(HashingEmbedder(dimension=64).embed(sentences(3000, seed=3)), np.float32)
+    queries = np.asarray(HashingEmbedder(dimension=64).embed(sentences(40, seed=4)), np.float32)
+    vectors = StackedRows.of(matrix)
+    blocks = [Block.of(matrix[a:b], a) for a, b in ((0, 1024), (1024, 2048), (2048, 2560))]
+    rng = np.random.default_rng(5)
+    answered = 0
+    for query in queries:
+        for mask in (np.ones(len(matrix), np.bool_), rng.random(len(matrix)) < 0.4):
+            for k in (1, 10, 80, 500):
+                found = top_k(blocks, vectors, len(matrix), query, mask, k)
+                if found is not None:
+                    answered += 1
+                    assert same(found, scanned(matrix, query, mask, k))
+    assert answered >= 0.9 * len(queries) * 2 * 4
+    # a query sharing no component with any row has no bounded answer: the scan gives it
+    assert (
+        top_k(blocks, vectors, len(matrix), np.eye(64, dtype=np.float32)[63] * 0, mask, 5) is None
+    )
+
+
+def test_the_error_bound_covers_float32_dot_products() -> None:
+    """The bound is no smaller than the largest gap between float32 dot products (any
+    summation order: numpy's kernel, sequential, pairwise) and the exact ones."""
+    rng = np.random.default_rng(6)
+    worst = 0.0
+    for _ in range(200):
+        x = rng.standard_normal(384).astype(np.float32)
+        y = rng.standard_normal(384).astype(np.float32)
+        x /= np.linalg.norm(x)
+        y /= np.linalg.norm(y)
+        exact = float(np.dot(x.astype(np.float64), y.astype(np.float64)))
+        sequential = np.float32(0)
+        for a, b in zip(x, y, strict=True):
+            sequential = np.float32(sequential + np.float32(a * b))
+        for value in (float(exact_dot(x[None, :], y)[0]), float(sequential), float(np.dot(x, y))):
+            worst = max(worst, abs(value - exact))
+    assert 0 < worst <= error_bound(384, 1.0, 1.0)
+    assert error_bound(384, 1.0, 1.0) < 1e-4  # small against the cosines that matter
+
+
+def test_blocks_grow_as_whole_chunks_and_keep_the_large_ones() -> None:
+    chunk = block_ranges(1 << 30)[0][1] // 64
+    assert block_ranges(chunk - 1) == []
+    assert block_ranges(3 * chunk + 5) == [(0, 2 * chunk), (2 * chunk, 3 * chunk)]
+    # growing by a chunk keeps the blocks of 64 chunks
+    before, after = block_ranges(130 * chunk), block_ranges(131 * chunk)
+    assert before[:2] == after[:2] == [(0, 64 * chunk), (64 * chunk, 128 * chunk)]
+
+
+DIMENSION = 256  # the hashing embedder's default: 5% of the components of these sentences
+
+
+def sparse_index(rows: int, policy: AnnPolicy | None = None) -> OwnerIndex:
+    vectors = np.asarray(
+        HashingEmbedder(dimension=DIMENSION).embed(sentences(rows, seed=9)), np.float32
+    )
+    return build(vectors, policy)
+
+
+def built_scores(ix: OwnerIndex, query: np.ndarray[Any, Any]) -> SparseScores:
+    """The index's scores once its postings are built (the first call starts the build)."""
+    ix.scores(query)
+    BUILDER.drain()
+    scores = ix.scores(query)
+    assert isinstance(scores, SparseScores)
+    return scores
+
+
+def test_an_owner_index_of_sparse_vectors_scans_through_its_postings() -> None:
+    ix = sparse_index(SPARSE_SAMPLE_ROWS + 1500)
+    queries = np.asarray(
+        HashingEmbedder(dimension=DIMENSION).embed(sentences(30, seed=10)), np.float32
+    )
+    assert ix.sparse() and not ix.uses_ann()
+    assert not isinstance(sparse_index(SPARSE_SAMPLE_ROWS - 1).scores(queries[0]), SparseScores)
+    scores = built_scores(ix, queries[0])
+    assert scores.blocks[-1].end == ix.size - ix.size % 4096  # the rest is the tail
+    mask = ix.scope_mask(None)
+    for query in queries:
+        for k in (10, 500):
+            got = ix.top_k(ix.scores(query), mask, k)
+            assert same(got, ix.top_k(ix.cosines(query), mask, k))
+    # a dense embedding (every component nonzero) is never sparse
+    dense = build(np.abs(ix.vectors[0 : ix.size]) + 0.01, None)
+    assert not dense.sparse() and not isinstance(dense.scores(queries[0]), SparseScores)
+
+
+def test_a_sparse_owner_past_the_vector_index_threshold_is_scanned_exactly() -> None:
+    """Under a vector index policy, an owner of sparse vectors builds no graph, and its
+    results are the exact scan's."""
+    policy = AnnPolicy(min_rows=256, chunk_rows=256, max_segment_chunks=4)
+    ix = sparse_index(SPARSE_SAMPLE_ROWS + 300, policy)
+    query = np.asarray(
+        HashingEmbedder(dimension=DIMENSION).embed(["aster postgres lisbon"]), np.float32
+    )[0]
+    assert ix.sparse() and not ix.uses_ann()
+    assert ix.complete_segments() == [] and ix.segments == {}
+    mask = ix.scope_mask(None)
+    assert same(ix.top_k(built_scores(ix, query), mask, 50), ix.top_k(ix.cosines(query), mask, 50))
+    assert "exact_when_sparse" in policy.identity()
+
+
+def test_removed_rows_keep_the_blocks_before_them() -> None:
+    from prme.index.removed_rows import without_rows
+
+    ix = sparse_index(3 * 4096 + 100)
+    query = np.asarray(
+        HashingEmbedder(dimension=DIMENSION).embed(["kafka outage in oslo"]), np.float32
+    )[0]
+    first = built_scores(ix, query).blocks
+    assert [(b.start, b.end) for b in first] == [(0, 8192), (8192, 12288)]
+    after = without_rows(ix, np.array([9000], np.int64))
+    kept = shared_blocks(after.derived_values).built
+    assert list(kept) == [(0, 8192)] and kept[(0, 8192)] is first[0]
+    rebuilt = build(np.delete(ix.vectors[0 : ix.size], 9000, axis=0), None)
+    mask = after.scope_mask(None)
+    for index in (after, rebuilt):
+        assert same(
+            index.top_k(built_scores(index, query), mask, 200),
+            rebuilt.top_k(rebuilt.cosines(query), mask, 200),
+        )
+
+
+ASKED = [("aster postgres lisbon", None), ("kafka outage", "project"), ("chess ramen", None)]
+
+
+def _filled(client: MemoryClient, texts: list[str]) -> None:
+    for start in range(0, len(texts), 1000):
+        scopes = ("project", "personal")
+        batch = [
+            {"content": t, "scope": scopes[(start + i) % 2]}
+            for i, t in enumerate(texts[start : start + 1000])
+        ]
+        client.store_many(batch, user_id="alice")
+
+
+def _ranked(client: MemoryClient) -> list[list[tuple[str, float, Any]]]:
+    responses = [
+        client.retrieve(q, user_id="alice", scope=s, limit=20, reference_time=AT) for q, s in ASKED
+    ]
+    assert all(len(r.results) == 20 for r in responses)
+    return [
+        [(r.node.content, r.composite_score, r.score_trace) for r in rs.results] for rs in responses
+    ]
+
+
+@pytest.mark.sqlite_only
+def test_retrieval_through_the_postings_equals_the_full_scan(
+    make_client: Callable[..., MemoryClient], tmp_path: Any
+) -> None:
+    """Whole retrievals (results, scores, traces) through the postings and through the full
+    scan are the same, with and without a scope; so are those of an engine whose vector index
+    policy would search graphs at this size (the owner's vectors are sparse)."""
+    from conftest import make_config
+
+    texts = sentences(SPARSE_SAMPLE_ROWS + 500, seed=11)
+    client = make_client()
+    _filled(client, texts)
+    _ranked(client)  # the first retrievals scan in full and start building the postings
+    BUILDER.drain()
+    ix = client.engine.store.owner_index("alice")
+    query = np.asarray(client.engine.embedder.embed(["aster"]), np.float32)[0]
+    assert ix is not None and isinstance(ix.scores(query), SparseScores)
+    through_postings = _ranked(client)
+    shared_blocks(ix.derived_values).sparse = False  # from now on every cosine is computed
+    assert not isinstance(ix.scores(query), SparseScores)
+    assert _ranked(client) == through_postings
+
+    retrieval = RetrievalConfig(vector_index="hnsw", vector_index_min_rows=2048)
+    indexed = make_client(tmp_path / "indexed", config=make_config(retrieval=retrieval))
+    _filled(indexed, texts)
+    _ranked(indexed)
+    BUILDER.drain()
+    held = indexed.engine.store.owner_index("alice")
+    assert held is not None and held.sparse() and not held.uses_ann()
+    for text, scope in ASKED:
+        query = np.asarray(indexed.engine.embedder.embed([text]), np.float32)[0]
+        mask = held.scope_mask(None if scope is None else [Scope(scope)])
+        scores = held.scores(query)
+        assert isinstance(scores, SparseScores)
+        assert same(held.top_k(scores, mask, 500), held.top_k(held.cosines(query), mask, 500))
+    assert held.segments == {}  # no graph was built
+
+
+def test_a_saved_index_keeps_the_postings(
+    make_client: Callable[..., MemoryClient], pack_path: Any
+) -> None:
+    """The save of a sparse owner's index writes the postings (built for it if need be); a
+    new process maps them and searches through them at once, with the full scan's results."""
+    from support.owner_index import mapped
+
+    texts = sentences(SPARSE_SAMPLE_ROWS + 500, seed=12)
+    writer = make_client()
+    _filled(writer, texts)
+    written = _ranked(writer)  # the index is built from the rows, and saved
+    writer.engine.store.wait_for_index_saves()
+    reader = make_client()
+    ix = reader.engine.store.owner_index("alice")
+    assert ix is not None and ix.saved_size == len(texts)
+    shared = shared_blocks(ix.derived_values)
+    assert shared.saved == 4096 and list(shared.built) == [(0, 4096)]
+    assert mapped(shared.built[(0, 4096)].rows) and mapped(shared.built[(0, 4096)].values)
+    query = np.asarray(reader.engine.embedder.embed(["aster"]), np.float32)[0]
+    assert isinstance(ix.scores(query), SparseScores)  # no build was needed
+    assert _ranked(reader) == written
+    shared.sparse = False
+    assert _ranked(reader) == written
