@@ -52,17 +52,16 @@ BLOCK_LAYOUT = AnnPolicy(min_rows=0, chunk_rows=4096, max_segment_chunks=64)
 # (its own k-th best): at a million rows, 8k candidates to rank instead of 300k.
 PROBE_ROWS = 64
 BUILDER = Background("prme-sparse")
-_UNIT_ROUNDOFF = 2.0**-24  # float32
 
 
 def error_bound(dimension: int, query_norm: float, row_norm: float) -> float:
     """How far a float32 dot product of ``dimension`` components (any summation order, fused
     or not) can be from the exact one: ``gamma(n) * sum|q_i v_i|`` with ``n = dimension + 1``
-    roundings at most, and ``sum|q_i v_i| <= |q| |v|``. The float64 sum of exact products the
-    postings give is within 1e-12 of the exact one (a slack added here)."""
+    roundings at most, and ``sum|q_i v_i| <= |q| |v|``; plus the same for the float64 sum of
+    exact products the postings give."""
     n = dimension + 1
-    gamma = n * _UNIT_ROUNDOFF / (1 - n * _UNIT_ROUNDOFF)
-    return gamma * query_norm * row_norm * (1 + 1e-6) + 1e-12
+    gamma = sum(n * u / (1 - n * u) for u in (2.0**-24, 2.0**-53))  # float32, float64
+    return gamma * query_norm * row_norm * (1 + 1e-6)
 
 
 @dataclass(frozen=True)
@@ -176,15 +175,12 @@ class SharedBlocks:
                 block = Block.of(np.ascontiguousarray(vectors[start:end]), start)
                 with self.lock:
                     self.built[(start, end)] = block
+            layout = set(wanted)
             with self.lock:  # the blocks merged into larger ones are dropped
-                self.built = {r: b for r, b in self.built.items() if r in set(wanted)}
+                self.built = {r: b for r, b in self.built.items() if r in layout}
         finally:
             with self.lock:
                 self.pending = False
-
-    def drain(self) -> None:
-        """Wait for the builds queued so far (tests and benchmarks)."""
-        BUILDER.drain()
 
 
 def _built_layout(built: dict[Range, Block], size: int) -> list[Block] | None:
