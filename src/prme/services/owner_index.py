@@ -7,7 +7,7 @@ the same result: the index and graphs are functions of the owner's rows), and wa
 is saved is saved, so a new process maps it instead of rebuilding it. The graphs searched once
 the owner grows by a chunk are built too (:func:`~prme.index.ann.kept_ranges`), so none is
 left to build in the background either; so are sparse vectors' postings
-(:mod:`prme.index.sparse_vectors`), which a process builds again when it opens the pack.
+(:mod:`prme.index.sparse_vectors`), which the saved index keeps.
 """
 
 from __future__ import annotations
