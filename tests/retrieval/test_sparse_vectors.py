@@ -3,6 +3,7 @@ for bit, or no answer (then the full scan runs)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -286,7 +287,9 @@ def test_a_saved_index_keeps_the_postings(
     ix = reader.engine.store.owner_index("alice")
     assert ix is not None and ix.saved_size == len(texts)
     shared = shared_blocks(ix.derived_values)
-    assert shared.saved == 4096 and list(shared.built) == [(0, 4096)]
+    assert ix.index_dir is not None
+    saved = json.loads((ix.index_dir / "sparse.json").read_text("utf-8"))["blocks"]
+    assert [block[:2] for block in saved] == [[0, 4096]] and list(shared.built) == [(0, 4096)]
     assert mapped(shared.built[(0, 4096)].rows) and mapped(shared.built[(0, 4096)].values)
     query = np.asarray(reader.engine.embedder.embed(["aster"]), np.float32)[0]
     assert isinstance(ix.scores(query), SparseScores)  # no build was needed

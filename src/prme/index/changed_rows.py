@@ -19,7 +19,7 @@ import numpy as np
 
 from prme.index.lexical import POSTINGS
 from prme.index.owner_index import NUMERIC_COLUMNS, OwnerIndex
-from prme.index.sparse_vectors import SPARSE
+from prme.index.sparse_vectors import SPARSE_BLOCKS
 
 # What a supersede never changes: a row re-read with other values here is another row.
 FIXED_STRINGS = ("ids", "content_sha256", "evidence")
@@ -50,7 +50,7 @@ def with_rows_replaced(index: OwnerIndex, rows: Sequence[Mapping[str, Any]]) -> 
         columns[name] = column
     changed = set(positions.tolist())
     # the lexical postings (of the content) and the vectors' postings are the same
-    derived = {k: v for k, v in index.derived_values.items() if k in (POSTINGS, SPARSE)}
+    derived = {k: v for k, v in index.derived_values.items() if k in (POSTINGS, SPARSE_BLOCKS)}
     return replace(
         index,
         columns=columns,

@@ -195,7 +195,7 @@ def save(
         (partial / SEGMENTS).write_text(json.dumps(sorted(current)), "utf-8")
         if postings is not None and postings.size == size:
             _save_postings(partial, postings, stamp)
-        sparse_rows = _save_sparse(partial, index, stamp)
+        _save_sparse(partial, index, stamp)
         (partial / META).write_text(json.dumps(stamp.as_json()), "utf-8")
         old = directory.with_name(f"{directory.name}.{os.getpid()}.{threading.get_ident()}.old")
         if directory.exists():
@@ -203,7 +203,6 @@ def save(
         os.replace(partial, directory)
         shutil.rmtree(old, ignore_errors=True)
         index.index_dir = directory
-        shared_blocks(index.derived_values).saved = sparse_rows
         prune_segments(index.ann_dir, superseded)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
@@ -279,9 +278,7 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
         shared_postings(index).postings = postings
     blocks = _load_sparse(directory, stamp)
     if blocks:
-        shared = shared_blocks(index.derived_values)
-        shared.sparse, shared.saved = True, blocks[-1].end
-        shared.built = {(b.start, b.end): b for b in blocks}
+        shared_blocks(index.derived_values).loaded(blocks)
     # saved without its lexical postings (before they were saved): it counts as unsaved, so it
     # is saved again with them and the next process does not derive them from every row again
     index.saved_size = size if postings is not None else 0
@@ -317,19 +314,18 @@ def load_postings(directory: Path, stamp: IndexStamp) -> OwnerPostings | None:
         return None
 
 
-def _save_sparse(directory: Path, index: OwnerIndex, stamp: IndexStamp) -> int:
+def _save_sparse(directory: Path, index: OwnerIndex, stamp: IndexStamp) -> None:
     """Save the sparse vectors' postings of ``stamp.size`` rows, built first where they are
-    not yet (none when the vectors are not sparse); the rows they cover."""
+    not yet (none when the vectors are not sparse)."""
     complete(index.derived_values, index.vectors, stamp.size)
     blocks = shared_blocks(index.derived_values).layout(stamp.size)
     if not blocks:
-        return 0
+        return
     for i, block in enumerate(blocks):
         for name in ("offsets", "rows", "values"):
             np.save(directory / f"sparse.{i}.{name}.npy", getattr(block, name))
     bounds = [[b.start, b.end, b.max_norm] for b in blocks]
     (directory / SPARSE).write_text(json.dumps({"stamp": stamp.as_json(), "blocks": bounds}))
-    return blocks[-1].end
 
 
 def _load_sparse(directory: Path, stamp: IndexStamp) -> list[Block]:

@@ -22,7 +22,7 @@ import numpy as np
 from prme.index import strings
 from prme.index.lexical import POSTINGS, SharedPostings, shared_postings
 from prme.index.owner_index import NUMERIC_COLUMNS, OwnerIndex
-from prme.index.sparse_vectors import SPARSE, shared_blocks
+from prme.index.sparse_vectors import SPARSE_BLOCKS, shared_blocks
 
 
 def without_rows(index: OwnerIndex, rowids: Iterable[int]) -> OwnerIndex:
@@ -55,8 +55,8 @@ def without_rows(index: OwnerIndex, rowids: Iterable[int]) -> OwnerIndex:
         with shared.lock:
             postings = shared.postings.upto(size).without(removed)
         derived[POSTINGS] = (-1, SharedPostings(postings))
-    if SPARSE in index.derived_values:  # the postings' blocks before the first removed row
-        derived[SPARSE] = (-1, shared_blocks(index.derived_values).up_to(int(removed[0])))
+    if SPARSE_BLOCKS in index.derived_values:  # the postings' blocks before the first removed row
+        derived[SPARSE_BLOCKS] = (-1, shared_blocks(index.derived_values).up_to(int(removed[0])))
     graphs = index.graphs.up_to(int(removed[0]))
     # The graphs after a removed row are built again; saving the index soon (as due when
     # nothing of it is saved) deletes the files of those it no longer uses.

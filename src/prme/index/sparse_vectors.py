@@ -40,7 +40,7 @@ from prme.index.arrays import exact_dot
 from prme.index.stacked_rows import StackedRows
 from prme.index.workers import Background
 
-SPARSE = "sparse_blocks"  # the key of an owner index's postings in its derived values
+SPARSE_BLOCKS = "sparse_blocks"  # the key of an owner index's postings in its derived values
 Range = tuple[int, int]
 Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
 
@@ -126,7 +126,6 @@ class SharedBlocks:
     built: dict[Range, Block] = field(default_factory=dict)
     pending: bool = False  # a build is queued or running
     largest: int = 0  # the most rows asked for (an older snapshot's smaller size builds nothing)
-    saved: int = 0  # the rows of the blocks saved with the owner's index (or loaded from it)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def up_to(self, position: int) -> SharedBlocks:
@@ -145,6 +144,12 @@ class SharedBlocks:
             if self.sparse is None:
                 self.sparse = is_sparse(vectors)
             return self.sparse
+
+    def loaded(self, blocks: list[Block]) -> None:
+        """Hold ``blocks``, loaded from a saved index (saved only for sparse vectors)."""
+        with self.lock:
+            self.sparse = True
+            self.built = {(b.start, b.end): b for b in blocks}
 
     def layout(self, size: int) -> list[Block] | None:
         """The blocks of the largest built layout within ``size`` rows (none built: None)."""
@@ -281,16 +286,15 @@ def sparse_scores(
 def shared_blocks(derived: dict[str, tuple[int, object]]) -> SharedBlocks:
     """The postings an owner index (whose ``derived`` values these are) and its snapshots
     share."""
-    shared = derived.setdefault(SPARSE, (-1, SharedBlocks()))[1]
+    shared = derived.setdefault(SPARSE_BLOCKS, (-1, SharedBlocks()))[1]
     assert isinstance(shared, SharedBlocks)
     return shared
 
 
-def complete(derived: dict[str, tuple[int, object]], vectors: StackedRows, size: int) -> bool:
-    """Build the postings of an owner index of ``size`` rows now (none when its vectors are
-    not sparse), so that no retrieval scans in full meanwhile; whether it has them."""
+def complete(derived: dict[str, tuple[int, object]], vectors: StackedRows, size: int) -> None:
+    """Build the postings of an owner index of ``size`` rows now (nothing when its vectors are
+    not sparse), so that no retrieval scans in full meanwhile."""
     shared = shared_blocks(derived)
-    if shared.usable(vectors, size) is None and not shared.is_sparse(vectors, size):
-        return False
-    BUILDER.drain()
-    return shared.usable(vectors, size) is not None
+    shared.usable(vectors, size)  # starts the build of what is missing
+    if shared.sparse:
+        BUILDER.drain()

@@ -34,7 +34,7 @@ def build_index(engine: Engine, user_id: str) -> OwnerIndexReport:
     store.wait_for_index_saves()
     rows = 0 if index is None else index.size
     ranges: list[tuple[int, int]] = []
-    if index is not None and index.ann is not None and not index.sparse():
+    if index is not None and index.ann is not None and index.uses_ann():
         ranges = searched_ranges(rows, index.ann)
     return OwnerIndexReport(
         user_id=owner,
