@@ -57,6 +57,19 @@ def test_a_row_has_the_same_cosine_bits_whatever_rows_surround_it(dimension: int
             assert exact_dot(matrix[some], query).tobytes() == whole[some].tobytes()
 
 
+@pytest.mark.parametrize("dimension", [2, 3, 5, 8, 9, 384])
+def test_a_long_scan_gives_every_row_the_bits_of_a_short_one(dimension: int) -> None:
+    """However many rows one scan covers, a row's cosine has the same bits (OpenBLAS's
+    SkylakeX kernel for up to 8 columns used to sum differently from about 32k rows on)."""
+    matrix, query = _matrix(70_000, dimension)
+    whole = exact_dot(matrix, query)
+    rng = np.random.default_rng(dimension)
+    for _ in range(8):
+        start, count = int(rng.integers(0, 30_000)), int(rng.integers(1, 40_000))
+        part = exact_dot(matrix[start : start + count], query)
+        assert part.tobytes() == whole[start : start + count].tobytes()
+
+
 @pytest.mark.parametrize("rows", [SPLIT_ROWS, SPLIT_ROWS + 1, 2 * SPLIT_ROWS + 771])
 @pytest.mark.parametrize("dimension", [8, 384])
 def test_a_scan_cut_in_halves_gives_every_row_the_bits_of_the_whole(

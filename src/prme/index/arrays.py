@@ -105,6 +105,10 @@ def exact_dot(
 # block through another path whose sums can differ in the last bit (OpenBLAS: 1-3 rows of 4,
 # measured). A ragged end is therefore computed as a whole block padded with zero rows.
 ROW_BLOCK = 64
+# And it may choose its path by the row count: OpenBLAS 0.3.31's SkylakeX kernel for 2-8
+# columns sums differently from about 32k rows on (measured). So no call gets more rows than
+# this, a multiple of ROW_BLOCK below any such switch seen.
+PIECE_ROWS = 8192
 
 
 def _blocked_dot(
@@ -113,8 +117,9 @@ def _blocked_dot(
     rows = len(matrix)
     whole = rows - rows % ROW_BLOCK
     scores: npt.NDArray[np.float32] = np.empty(rows, np.float32)
-    if whole:
-        np.matmul(matrix[:whole], vector, out=scores[:whole])
+    for start in range(0, whole, PIECE_ROWS):
+        end = min(start + PIECE_ROWS, whole)
+        np.matmul(matrix[start:end], vector, out=scores[start:end])
     if whole < rows:
         block = np.zeros((ROW_BLOCK, matrix.shape[1]), np.float32)
         block[: rows - whole] = matrix[whole:]
