@@ -26,6 +26,7 @@ from prme.index.sparse_vectors import (
     SparseScores,
     block_ranges,
     error_bound,
+    float32_below,
     shared_blocks,
     top_k,
 )
@@ -108,23 +109,39 @@ def test_the_postings_answer_when_enough_rows_share_a_component() -> None:
 
 
 def test_the_error_bound_covers_float32_dot_products() -> None:
-    """The bound is no smaller than the largest gap between float32 dot products (any
-    summation order: numpy's kernel, sequential, pairwise) and the exact ones."""
+    """Half the bound is no smaller than the largest gap between a float32 dot product (any
+    summation order: the scan's kernel, the postings' float32 sum, sequential, numpy's) and
+    the exact one; the whole bound covers the gap between the postings' sum and the scan's."""
     rng = np.random.default_rng(6)
-    worst = 0.0
+    worst = worst_gap = 0.0
+    dims = np.arange(384)
     for _ in range(200):
         x = rng.standard_normal(384).astype(np.float32)
         y = rng.standard_normal(384).astype(np.float32)
         x /= np.linalg.norm(x)
         y /= np.linalg.norm(y)
         exact = float(np.dot(x.astype(np.float64), y.astype(np.float64)))
+        scan = float(exact_dot(x[None, :], y)[0])
+        postings = float(Block.of(x[None, :], 0).dots(dims, y)[0])
         sequential = np.float32(0)
         for a, b in zip(x, y, strict=True):
             sequential = np.float32(sequential + np.float32(a * b))
-        for value in (float(exact_dot(x[None, :], y)[0]), float(sequential), float(np.dot(x, y))):
+        for value in (scan, postings, float(sequential), float(np.dot(x, y))):
             worst = max(worst, abs(value - exact))
-    assert 0 < worst <= error_bound(384, 1.0, 1.0)
+        worst_gap = max(worst_gap, abs(postings - scan))
+    assert 0 < worst <= error_bound(384, 1.0, 1.0) / 2
+    assert 0 < worst_gap <= error_bound(384, 1.0, 1.0)
     assert error_bound(384, 1.0, 1.0) < 1e-4  # small against the cosines that matter
+
+
+def test_float32_below_never_rounds_up() -> None:
+    """Comparing float32 sums with the floor: the floor as a float32 never exceeds it, and
+    is the largest float32 that does not."""
+    rng = np.random.default_rng(7)
+    for value in [0.1, 1 / 3, 2.0**-30, 0.0, -0.7, *rng.standard_normal(1000).tolist()]:
+        below = float32_below(value)
+        assert below.dtype == np.float32 and float(below) <= value
+        assert float(np.nextafter(below, np.float32(np.inf))) > value
 
 
 def test_blocks_grow_as_whole_chunks_and_keep_the_large_ones() -> None:
