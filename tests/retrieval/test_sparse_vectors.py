@@ -3,6 +3,7 @@ for bit, or no answer (then the full scan runs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.owner_index import build, sentences
+from support.owner_index import build, mapped, sentences
 
 from prme import MemoryClient
 from prme.config import RetrievalConfig
@@ -25,6 +26,7 @@ from prme.index.sparse_vectors import (
     Block,
     SparseScores,
     block_ranges,
+    candidate_vectors,
     error_bound,
     float32_below,
     shared_blocks,
@@ -191,6 +193,41 @@ def test_an_owner_index_of_sparse_vectors_scans_through_its_postings() -> None:
     assert not dense.sparse() and not isinstance(dense.scores(queries[0]), SparseScores)
 
 
+def test_candidates_are_rescored_from_the_blocks_rows_not_the_vectors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block's entries by row rebuild its rows' vectors (the same dot products, bit for
+    bit), so the candidates of a query whose rows all lie in blocks are rescored without
+    reading the vectors; blocks without them (an older save) read the vectors instead, with
+    the same results."""
+    ix = sparse_index(2 * SPARSE_SAMPLE_ROWS)  # whole blocks: no tail
+    queries = np.asarray(
+        HashingEmbedder(dimension=DIMENSION).embed(sentences(20, seed=14)), np.float32
+    )
+    blocks = built_scores(ix, queries[0]).blocks
+    rows = np.sort(np.random.default_rng(3).choice(ix.size, 300, replace=False))
+    stored = np.asarray(ix.vectors[rows], np.float32)
+    rebuilt = candidate_vectors(blocks, ix.vectors, rows.astype(np.int64))
+    assert np.array_equal(rebuilt, stored)
+    for query in queries:
+        assert exact_dot(rebuilt, query).tobytes() == exact_dot(stored, query).tobytes()
+    mask = ix.scope_mask(None)
+    want = [ix.top_k(ix.cosines(q), mask, k) for q in queries for k in (10, 500)]
+    older = [dataclasses.replace(block, by_row=None) for block in blocks]
+    for through in (older, blocks):
+        answers = [top_k(through, ix.vectors, ix.size, q, mask, k) for q in queries for k in (10, 500)]
+        assert all(a is not None and same(a, w) for a, w in zip(answers, want, strict=True))
+
+    def unread(self: Any, key: Any) -> Any:
+        raise AssertionError("the vectors were read")
+
+    monkeypatch.setattr(StackedRows, "__getitem__", unread)
+    answers = [top_k(blocks, ix.vectors, ix.size, q, mask, 500) for q in queries]
+    assert all(a is not None and same(a, w) for a, w in zip(answers, want[1::2], strict=True))
+    with pytest.raises(AssertionError, match="vectors were read"):
+        top_k(older, ix.vectors, ix.size, queries[0], mask, 500)
+
+
 def test_a_sparse_owner_past_the_vector_index_threshold_is_scanned_exactly() -> None:
     """Under a vector index policy, an owner of sparse vectors builds no graph, and its
     results are the exact scan's."""
@@ -293,8 +330,6 @@ def test_a_saved_index_keeps_the_postings(
 ) -> None:
     """The save of a sparse owner's index writes the postings (built for it if need be); a
     new process maps them and searches through them at once, with the full scan's results."""
-    from support.owner_index import mapped
-
     texts = sentences(SPARSE_SAMPLE_ROWS + 500, seed=12)
     writer = make_client()
     _filled(writer, texts)
@@ -307,9 +342,42 @@ def test_a_saved_index_keeps_the_postings(
     assert ix.index_dir is not None
     saved = json.loads((ix.index_dir / "sparse.json").read_text("utf-8"))["blocks"]
     assert [block[:2] for block in saved] == [[0, 4096]] and list(shared.built) == [(0, 4096)]
-    assert mapped(shared.built[(0, 4096)].rows) and mapped(shared.built[(0, 4096)].values)
+    block = shared.built[(0, 4096)]
+    assert mapped(block.rows) and mapped(block.values) and block.by_row is not None
+    assert mapped(block.by_row.offsets) and mapped(block.by_row.dims)
+    assert mapped(block.by_row.values)
     query = np.asarray(reader.engine.embedder.embed(["aster"]), np.float32)[0]
     assert isinstance(ix.scores(query), SparseScores)  # no build was needed
     assert _ranked(reader) == written
     shared.sparse = False
     assert _ranked(reader) == written
+
+
+@pytest.mark.sqlite_only
+def test_postings_saved_without_their_rows_are_saved_again_with_them(
+    make_client: Callable[..., MemoryClient],
+) -> None:
+    """An index saved before the postings kept their entries by row counts as unsaved: the
+    first process to load it builds them and saves it again, and the next one maps them."""
+    texts = sentences(SPARSE_SAMPLE_ROWS + 500, seed=15)
+    writer = make_client()
+    _filled(writer, texts)
+    written = _ranked(writer)
+    ix = writer.engine.store.owner_index("alice")
+    assert ix is not None and ix.index_dir is not None
+    row_files = sorted(ix.index_dir.glob("sparse.*.row_*.npy"))
+    assert [f.name for f in row_files] == [
+        "sparse.0.row_dims.npy", "sparse.0.row_offsets.npy", "sparse.0.row_values.npy"
+    ]
+    for path in row_files:
+        path.unlink()
+    reader = make_client()
+    loaded = reader.engine.store.owner_index("alice")
+    assert loaded is not None and loaded.saved_size == len(texts)  # saved again
+    assert sorted(ix.index_dir.glob("sparse.*.row_*.npy")) == row_files
+    assert shared_blocks(loaded.derived_values).built[(0, 4096)].by_row is not None
+    assert _ranked(reader) == written
+    third = make_client().engine.store.owner_index("alice")
+    assert third is not None and third.saved_size == len(texts)
+    entries = shared_blocks(third.derived_values).built[(0, 4096)].by_row
+    assert entries is not None and mapped(entries.values)

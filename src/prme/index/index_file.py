@@ -21,8 +21,10 @@ pack's index, or one saved before) the postings are derived from the rows again.
 
 An owner whose vectors are sparse also keeps their postings (:mod:`prme.index.sparse_vectors`)
 when they are built at the save: ``sparse.json`` (the stamp and the blocks' bounds) and the
-blocks' arrays (``sparse.<i>.*.npy``), memory-mapped when loaded. Without them the postings are
-built again in the background, and the vectors scanned in full meanwhile.
+blocks' arrays (``sparse.<i>.*.npy``, by dimension; ``sparse.<i>.row_*.npy``, by row), memory-mapped
+when loaded. Without them the postings are built again in the background, and the vectors
+scanned in full meanwhile; without the arrays by row (an index saved before them) the
+candidates are rescored from the vectors until the blocks are built again.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from prme.index.entity_graph import EntityGraph
 from prme.index.lexical import shared_postings
 from prme.index.owner_index import NUMERIC_COLUMNS, SEGMENT_LOG, OwnerIndex
 from prme.index.postings import ARRAYS, DOCUMENT_ARRAYS, OFFSET_DTYPES, OwnerPostings
-from prme.index.sparse_vectors import Block, complete, shared_blocks
+from prme.index.sparse_vectors import Block, RowEntries, complete, shared_blocks
 from prme.index.stacked_rows import StackedRows
 from prme.index.strings import StringColumn
 
@@ -279,9 +281,11 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
     blocks = _load_sparse(directory, stamp)
     if blocks:
         shared_blocks(index.derived_values).loaded(blocks)
-    # saved without its lexical postings (before they were saved): it counts as unsaved, so it
-    # is saved again with them and the next process does not derive them from every row again
-    index.saved_size = size if postings is not None else 0
+    # saved without its lexical postings or its sparse postings' rows (before they were saved):
+    # it counts as unsaved, so it is saved again with them and the next process does not
+    # derive them from every row again
+    complete = postings is not None and all(block.by_row is not None for block in blocks)
+    index.saved_size = size if complete else 0
     return index
 
 
@@ -324,8 +328,24 @@ def _save_sparse(directory: Path, index: OwnerIndex, stamp: IndexStamp) -> None:
     for i, block in enumerate(blocks):
         for name in ("offsets", "rows", "values"):
             np.save(directory / f"sparse.{i}.{name}.npy", getattr(block, name))
+        if block.by_row is not None:
+            for name in ("offsets", "dims", "values"):
+                np.save(directory / f"sparse.{i}.row_{name}.npy", getattr(block.by_row, name))
     bounds = [[b.start, b.end, b.max_norm] for b in blocks]
     (directory / SPARSE).write_text(json.dumps({"stamp": stamp.as_json(), "blocks": bounds}))
+
+
+def _load_row_entries(directory: Path, i: int, rows: int, entries: int) -> RowEntries | None:
+    """Block ``i``'s entries by row, of ``rows`` rows and ``entries`` entries (None in an
+    index saved before they were kept); a ValueError when they do not fit the block."""
+    if not (directory / f"sparse.{i}.row_offsets.npy").exists():
+        return None
+    offsets = _mapped(directory / f"sparse.{i}.row_offsets.npy", np.int64)
+    dims = _mapped(directory / f"sparse.{i}.row_dims.npy", np.uint16, np.int32)
+    values = _mapped(directory / f"sparse.{i}.row_values.npy", np.float32)
+    if len(offsets) != rows + 1 or not len(dims) == len(values) == offsets[-1] == entries:
+        raise ValueError(f"sparse.{i}: its entries by row do not fit the block")
+    return RowEntries(offsets, dims, values)
 
 
 def _load_sparse(directory: Path, stamp: IndexStamp) -> list[Block]:
@@ -342,7 +362,10 @@ def _load_sparse(directory: Path, stamp: IndexStamp) -> list[Block]:
             values = _mapped(directory / f"sparse.{i}.values.npy", np.float32)
             if len(offsets) != stamp.dimension + 1 or not len(rows) == len(values) == offsets[-1]:
                 return []
-            blocks.append(Block(int(start), int(end), offsets, rows, values, float(max_norm)))
+            by_row = _load_row_entries(directory, i, int(end) - int(start), int(offsets[-1]))
+            blocks.append(
+                Block(int(start), int(end), offsets, rows, values, float(max_norm), by_row)
+            )
     except (OSError, ValueError, KeyError, TypeError):
         return []
     contiguous = [b.start for b in blocks] == [0, *[b.end for b in blocks[:-1]]]

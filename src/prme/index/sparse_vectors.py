@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -74,8 +75,36 @@ def float32_below(value: float) -> np.float32:
 
 
 @dataclass(frozen=True)
+class RowEntries:
+    """A block's nonzero components row by row, to rebuild its rows' vectors: the candidates
+    are rescored from these, not from the vectors, so a large owner's vectors (1.5 GB at a
+    million rows of 384 dimensions) are not read into memory a few rows at a time."""
+
+    offsets: npt.NDArray[np.int64]  # row r's entries are [offsets[r], offsets[r + 1])
+    dims: npt.NDArray[np.integer[Any]]  # ascending within a row (uint16 or int32)
+    values: npt.NDArray[np.float32]
+
+    def write(self, rows: npt.NDArray[np.int64], into: npt.NDArray[np.float32]) -> None:
+        """Write the vectors of ``rows`` (positions in the block) into the zero rows ``into``:
+        the stored ones, bit for bit, but for the sign of zero components (which cannot
+        change a nonzero dot product)."""
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        lengths = ends - starts
+        first = np.cumsum(lengths) - lengths  # each row's first entry among those gathered
+        entries = np.arange(int(lengths.sum())) + np.repeat(starts - first, lengths)
+        cells = np.repeat(np.arange(len(rows)) * into.shape[1], lengths) + self.dims[entries]
+        into.reshape(-1)[cells] = self.values[entries]
+
+
+def dims_dtype(dimension: int) -> type[np.uint16] | type[np.int32]:
+    """The smallest type of a row entry's dimension."""
+    return np.uint16 if dimension <= 1 << 16 else np.int32
+
+
+@dataclass(frozen=True)
 class Block:
-    """The nonzero components of positions ``[start, end)``, by dimension."""
+    """The nonzero components of positions ``[start, end)``, by dimension, and by row (absent
+    in an index saved before rows were kept: its candidates are rescored from the vectors)."""
 
     start: int
     end: int
@@ -83,6 +112,7 @@ class Block:
     rows: npt.NDArray[np.int32]  # position - start, ascending within a dimension
     values: npt.NDArray[np.float32]
     max_norm: float  # the largest row norm
+    by_row: RowEntries | None = None
 
     @classmethod
     def of(cls, matrix: npt.NDArray[np.float32], start: int) -> Block:
@@ -91,11 +121,20 @@ class Block:
         order = np.argsort(dims, kind="stable")
         offsets = np.zeros(matrix.shape[1] + 1, np.int64)
         np.cumsum(np.bincount(dims, minlength=matrix.shape[1]), out=offsets[1:])
-        values = matrix[rows[order], dims[order]]
+        row_values = matrix[rows, dims]
+        row_offsets = np.zeros(len(matrix) + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(matrix)), out=row_offsets[1:])
+        by_row = RowEntries(row_offsets, dims.astype(dims_dtype(matrix.shape[1])), row_values)
         squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
         max_norm = float(np.sqrt(squares.max())) if len(matrix) else 0.0
         return cls(
-            start, start + len(matrix), offsets, rows[order].astype(np.int32), values, max_norm
+            start,
+            start + len(matrix),
+            offsets,
+            rows[order].astype(np.int32),
+            row_values[order],
+            max_norm,
+            by_row,
         )
 
     def dots(
@@ -173,15 +212,15 @@ class SharedBlocks:
             wanted = block_ranges(size)
             if size >= self.largest and not self.pending:
                 self.largest = size
-                if any(r not in self.built for r in wanted):
+                if any(r not in self.built or self.built[r].by_row is None for r in wanted):
                     self.pending = BUILDER.submit(lambda: self._build(vectors, wanted))
             return _built_layout(self.built, size)
 
     def _build(self, vectors: StackedRows, wanted: list[Range]) -> None:
         try:
             for start, end in wanted:
-                with self.lock:
-                    done = (start, end) in self.built
+                with self.lock:  # (blocks loaded without their rows are built again)
+                    done = (start, end) in self.built and self.built[start, end].by_row is not None
                 if done or BUILDER.stopping.is_set():
                     continue
                 block = Block.of(np.ascontiguousarray(vectors[start:end]), start)
@@ -239,7 +278,9 @@ def top_k(
     probes = [i for i, block in enumerate(blocks) if block.end - block.start >= PROBE_ROWS * k]
     if probes:
         probe = min(probes, key=lambda i: blocks[i].end - blocks[i].start)
-        allowed = sums[probe][mask[blocks[probe].start : blocks[probe].end]]
+        # (its k-th best, when above the floor, is the k-th best of those above it)
+        rows = np.flatnonzero(sums[probe] > float32_below(floor))
+        allowed = sums[probe][rows[mask[blocks[probe].start + rows]]]
         if allowed.size >= k:
             best = float(np.partition(allowed, allowed.size - k)[allowed.size - k])
             floor = max(floor, best - 2 * bound)
@@ -262,8 +303,25 @@ def top_k(
     candidates = positive[approx + bound >= kth]
     in_tail = tail_cosines >= kth
     positions = np.concatenate((candidates, tail[in_tail]))
-    cosines = np.concatenate((exact_dot(vectors[candidates], query), tail_cosines[in_tail]))
+    rescored = exact_dot(candidate_vectors(blocks, vectors, candidates), query)
+    cosines = np.concatenate((rescored, tail_cosines[in_tail]))
     return best_by_cosine(positions, cosines, k)
+
+
+def candidate_vectors(
+    blocks: list[Block], vectors: StackedRows, positions: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float32]:
+    """The vectors at ``positions`` (ascending, within ``blocks``), rebuilt from the blocks'
+    rows (or read from ``vectors`` where a block has none)."""
+    by_row = [block.by_row for block in blocks if block.by_row is not None]
+    if len(by_row) < len(blocks):
+        return np.asarray(vectors[positions], np.float32)
+    rebuilt = np.zeros((len(positions), len(blocks[0].offsets) - 1), np.float32)
+    cuts = np.searchsorted(positions, [block.end for block in blocks]).tolist()
+    for block, entries, first, last in zip(blocks, by_row, [0, *cuts[:-1]], cuts, strict=True):
+        if last > first:
+            entries.write(positions[first:last] - block.start, rebuilt[first:last])
+    return rebuilt
 
 
 @dataclass(frozen=True)
