@@ -18,6 +18,7 @@ from support.owner_index import build, mapped, sentences
 from prme import MemoryClient
 from prme.config import RetrievalConfig
 from prme.embed.hashing import HashingEmbedder
+from prme.index import sparse_vectors
 from prme.index.ann import SPARSE_SAMPLE_ROWS, AnnPolicy
 from prme.index.arrays import exact_dot
 from prme.index.owner_index import OwnerIndex
@@ -198,8 +199,9 @@ def test_candidates_are_rescored_from_the_blocks_rows_not_the_vectors(
 ) -> None:
     """A block's entries by row rebuild its rows' vectors (the same dot products, bit for
     bit), so the candidates of a query whose rows all lie in blocks are rescored without
-    reading the vectors; blocks without them (an older save) read the vectors instead, with
-    the same results."""
+    reading the vectors; blocks without them (an older save), or fewer rows than
+    ``REBUILD_ROWS``, read the vectors instead, with the same results."""
+    monkeypatch.setattr(sparse_vectors, "REBUILD_ROWS", 2 * SPARSE_SAMPLE_ROWS)
     ix = sparse_index(2 * SPARSE_SAMPLE_ROWS)  # whole blocks: no tail
     queries = np.asarray(
         HashingEmbedder(dimension=DIMENSION).embed(sentences(20, seed=14)), np.float32
@@ -226,6 +228,9 @@ def test_candidates_are_rescored_from_the_blocks_rows_not_the_vectors(
     assert all(a is not None and same(a, w) for a, w in zip(answers, want[1::2], strict=True))
     with pytest.raises(AssertionError, match="vectors were read"):
         top_k(older, ix.vectors, ix.size, queries[0], mask, 500)
+    monkeypatch.setattr(sparse_vectors, "REBUILD_ROWS", 2 * SPARSE_SAMPLE_ROWS + 1)
+    with pytest.raises(AssertionError, match="vectors were read"):
+        top_k(blocks, ix.vectors, ix.size, queries[0], mask, 500)
 
 
 def test_a_sparse_owner_past_the_vector_index_threshold_is_scanned_exactly() -> None:

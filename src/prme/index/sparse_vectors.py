@@ -54,6 +54,10 @@ BLOCK_LAYOUT = AnnPolicy(min_rows=0, chunk_rows=4096, max_segment_chunks=64)
 # A block of at least this many rows per result wanted sets a first floor for the candidates
 # (its own k-th best): at a million rows, 8k candidates to rank instead of 300k.
 PROBE_ROWS = 64
+# From this many rows in blocks, the candidates' vectors are rebuilt from the blocks' rows (to
+# keep the vectors' pages out of memory); below, the vectors (15 MB at 10k rows) are read, which
+# is faster (no zeroed buffer to fill): 0.53 ms instead of 0.65 for a top 500 at 10k rows.
+REBUILD_ROWS = 65536
 BUILDER = Background("prme-sparse")
 
 
@@ -312,9 +316,9 @@ def candidate_vectors(
     blocks: list[Block], vectors: StackedRows, positions: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.float32]:
     """The vectors at ``positions`` (ascending, within ``blocks``), rebuilt from the blocks'
-    rows (or read from ``vectors`` where a block has none)."""
+    rows (or read from ``vectors`` where a block has none, or the blocks are small)."""
     by_row = [block.by_row for block in blocks if block.by_row is not None]
-    if len(by_row) < len(blocks):
+    if len(by_row) < len(blocks) or blocks[-1].end < REBUILD_ROWS:
         return np.asarray(vectors[positions], np.float32)
     rebuilt = np.zeros((len(positions), len(blocks[0].offsets) - 1), np.float32)
     cuts = np.searchsorted(positions, [block.end for block in blocks]).tolist()
