@@ -21,10 +21,10 @@ pack's index, or one saved before) the postings are derived from the rows again.
 
 An owner whose vectors are sparse also keeps their postings (:mod:`prme.index.sparse_vectors`)
 when they are built at the save: ``sparse.json`` (the stamp and the blocks' bounds) and the
-blocks' arrays (``sparse.<i>.*.npy``, by dimension; ``sparse.<i>.row_*.npy``, by row), memory-mapped
-when loaded. Without them the postings are built again in the background, and the vectors
-scanned in full meanwhile; without the arrays by row (an index saved before them) the
-candidates are rescored from the vectors until the blocks are built again.
+blocks' arrays (``sparse.<i>.*.npy`` by dimension, ``sparse.<i>.row_*.npy`` by row),
+memory-mapped when loaded. Without them the postings are built again in the background, and
+the vectors scanned in full meanwhile; an index saved without the arrays by row counts as
+unsaved, so it is saved again with them.
 """
 
 from __future__ import annotations

@@ -13,13 +13,14 @@ The result is exactly the scan's: the same positions, cosines (bits) and order. 
 sum float32 products in float32 (half the memory traffic of float64, and numpy's unbuffered
 ``add.at`` instead of ``bincount``'s conversions: 2.5 times faster), so each sum, like the
 scan's own dot product, is within a float32 rounding bound of the exact dot product, and the
-two within :func:`error_bound` of each other, whatever order either adds its products in. A row whose upper bound is
-below the ``k``-th best lower bound cannot be among the best; every other row is rescored
-exactly. A query whose ``k``-th best lower bound is not clearly positive (fewer than ``k`` rows
-share a component with it) is scanned in full instead. Because the result never depends on
-the postings, they are built in the background when the owner grows or is first searched,
-and the rows they do not cover yet are scanned as before; nothing about them is part of the
-feature identity. That an owner with sparse vectors is scanned exactly even past the size where
+two within :func:`error_bound` of each other, whatever order either adds its products in. A
+row whose upper bound is below the ``k``-th best lower bound cannot be among the best; every
+other row is rescored exactly, from its vector rebuilt from the postings' rows (a large
+owner's vectors then stay on disk). A query whose ``k``-th best lower bound is not clearly
+positive (fewer than ``k`` rows share a component with it) is scanned in full instead.
+Because the result never depends on the postings, they are built in the background when the
+owner grows or is first searched, and the rows they do not cover yet are scanned as before;
+nothing about them is part of the feature identity. That an owner with sparse vectors is scanned exactly even past the size where
 a vector index policy searches graphs is (``exact_when_sparse``, :mod:`prme.index.ann`).
 """
 
