@@ -4,6 +4,7 @@ for bit, or no answer (then the full scan runs)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from prme.index.owner_index import OwnerIndex
 from prme.index.sparse_vectors import (
     BUILDER,
     Block,
+    SharedBlocks,
     SparseScores,
     block_ranges,
     candidate_vectors,
@@ -145,6 +147,64 @@ def test_float32_below_never_rounds_up() -> None:
         below = float32_below(value)
         assert below.dtype == np.float32 and float(below) <= value
         assert float(np.nextafter(below, np.float32(np.inf))) > value
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 60), st.lists(st.integers(1, 20), min_size=1, max_size=5), st.integers(0, 99))
+def test_merged_blocks_equal_the_block_of_their_rows(
+    dimension: int, sizes: list[int], seed: int
+) -> None:
+    """A block merged from consecutive blocks' entries by row has the arrays of the block
+    built from all their rows' vectors (zero rows included)."""
+    rng = np.random.default_rng(seed)
+    matrix = rng.standard_normal((sum(sizes), dimension)).astype(np.float32)
+    matrix[rng.random(matrix.shape) < 0.8] = 0
+    cuts = np.cumsum([0, *sizes]).tolist()
+    pieces = [Block.of(matrix[a:b], 7 + a) for a, b in itertools.pairwise(cuts)]
+    merged, whole = Block.merged(pieces), Block.of(matrix, 7)
+    assert (merged.start, merged.end, merged.max_norm) == (whole.start, whole.end, whole.max_norm)
+    assert merged.by_row is not None and whole.by_row is not None
+    for got, want in [
+        (merged.offsets, whole.offsets),
+        (merged.rows, whole.rows),
+        (merged.values, whole.values),
+        (merged.by_row.offsets, whole.by_row.offsets),
+        (merged.by_row.dims, whole.by_row.dims),
+        (merged.by_row.values, whole.by_row.values),
+    ]:
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_a_growing_owners_larger_blocks_read_only_its_new_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the owner grows and blocks merge into a larger one, the larger block is merged
+    from the built blocks' rows: only the new chunk's vectors are read."""
+    chunk = block_ranges(1 << 30)[0][1] // 64
+    vectors = np.asarray(
+        HashingEmbedder(dimension=DIMENSION).embed(sentences(4 * chunk, seed=16)), np.float32
+    )
+    stacked = StackedRows.of(vectors)
+    shared = SharedBlocks()
+    assert shared.usable(stacked, 3 * chunk) is None  # the first build starts
+    BUILDER.drain()
+    assert list(shared.built) == [(0, 2 * chunk), (2 * chunk, 3 * chunk)]
+    read: list[tuple[int, int]] = []
+    getitem = StackedRows.__getitem__
+
+    def recorded(self: StackedRows, key: Any) -> Any:
+        if isinstance(key, slice):
+            read.append((key.start, key.stop))
+        return getitem(self, key)
+
+    monkeypatch.setattr(StackedRows, "__getitem__", recorded)
+    shared.usable(stacked, 4 * chunk)
+    BUILDER.drain()
+    assert list(shared.built) == [(0, 4 * chunk)] and read == [(3 * chunk, 4 * chunk)]
+    want = Block.of(vectors, 0)
+    got = shared.built[(0, 4 * chunk)]
+    assert got.rows.tobytes() == want.rows.tobytes()
+    assert got.values.tobytes() == want.values.tobytes()
 
 
 def test_blocks_grow_as_whole_chunks_and_keep_the_large_ones() -> None:

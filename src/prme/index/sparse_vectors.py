@@ -123,24 +123,44 @@ class Block:
     def of(cls, matrix: npt.NDArray[np.float32], start: int) -> Block:
         """The block of ``matrix``'s rows, the first at position ``start``."""
         rows, dims = np.nonzero(matrix)  # row by row: ascending rows within each dimension
-        order = np.argsort(dims, kind="stable")
-        offsets = np.zeros(matrix.shape[1] + 1, np.int64)
-        np.cumsum(np.bincount(dims, minlength=matrix.shape[1]), out=offsets[1:])
-        row_values = matrix[rows, dims]
         row_offsets = np.zeros(len(matrix) + 1, np.int64)
         np.cumsum(np.bincount(rows, minlength=len(matrix)), out=row_offsets[1:])
-        by_row = RowEntries(row_offsets, dims.astype(dims_dtype(matrix.shape[1])), row_values)
+        dimension = matrix.shape[1]
+        by_row = RowEntries(row_offsets, dims.astype(dims_dtype(dimension)), matrix[rows, dims])
         squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
         max_norm = float(np.sqrt(squares.max())) if len(matrix) else 0.0
-        return cls(
-            start,
-            start + len(matrix),
-            offsets,
-            rows[order].astype(np.int32),
-            row_values[order],
-            max_norm,
-            by_row,
+        return cls._by_dimension(start, dimension, by_row, max_norm)
+
+    @classmethod
+    def merged(cls, blocks: list[Block]) -> Block:
+        """The block of the consecutive ``blocks``' rows (each with its rows), from their
+        entries by row: what :meth:`of` gives for their rows' vectors, without reading them."""
+        by_row = [block.by_row for block in blocks if block.by_row is not None]
+        assert len(by_row) == len(blocks), "merged blocks keep their entries by row"
+        shifts = np.cumsum([0, *[len(entries.dims) for entries in by_row[:-1]]]).tolist()
+        shifted = [e.offsets[1:] + shift for e, shift in zip(by_row, shifts, strict=True)]
+        row_offsets = np.concatenate([np.zeros(1, np.int64), *shifted]).astype(np.int64)
+        entries = RowEntries(
+            row_offsets,
+            np.concatenate([entries.dims for entries in by_row]),
+            np.concatenate([entries.values for entries in by_row]),
         )
+        dimension = len(blocks[0].offsets) - 1
+        max_norm = max(block.max_norm for block in blocks)
+        return cls._by_dimension(blocks[0].start, dimension, entries, max_norm)
+
+    @classmethod
+    def _by_dimension(
+        cls, start: int, dimension: int, by_row: RowEntries, max_norm: float
+    ) -> Block:
+        """The block whose entries by row are ``by_row``, with its postings by dimension."""
+        rows = np.repeat(np.arange(len(by_row.offsets) - 1), np.diff(by_row.offsets))
+        order = np.argsort(by_row.dims, kind="stable")  # ascending rows within a dimension
+        offsets = np.zeros(dimension + 1, np.int64)
+        np.cumsum(np.bincount(by_row.dims, minlength=dimension), out=offsets[1:])
+        end = start + len(by_row.offsets) - 1
+        values = by_row.values[order]
+        return cls(start, end, offsets, rows[order].astype(np.int32), values, max_norm, by_row)
 
     def dots(
         self, dims: npt.NDArray[np.intp], weights: npt.NDArray[np.float32]
@@ -228,7 +248,7 @@ class SharedBlocks:
                     done = (start, end) in self.built and self.built[start, end].by_row is not None
                 if done or BUILDER.stopping.is_set():
                     continue
-                block = Block.of(np.ascontiguousarray(vectors[start:end]), start)
+                block = self._block(vectors, start, end)
                 with self.lock:
                     self.built[(start, end)] = block
             layout = set(wanted)
@@ -237,6 +257,24 @@ class SharedBlocks:
         finally:
             with self.lock:
                 self.pending = False
+
+
+    def _block(self, vectors: StackedRows, start: int, end: int) -> Block:
+        """The block of positions ``[start, end)``: merged from the built blocks (with their
+        rows) that cover it, and chunks of ``vectors`` where none does, so a growing owner's
+        larger blocks do not read its vectors again."""
+        with self.lock:
+            have = {r[0]: b for r, b in self.built.items() if b.by_row is not None}
+        pieces: list[Block] = []
+        at = start
+        while at < end:
+            block = have.get(at)
+            if block is None or block.end > end:
+                step = min(BLOCK_LAYOUT.chunk_rows, end - at)
+                block = Block.of(np.ascontiguousarray(vectors[at : at + step]), at)
+            pieces.append(block)
+            at = block.end
+        return pieces[0] if len(pieces) == 1 else Block.merged(pieces)
 
 
 def _built_layout(built: dict[Range, Block], size: int) -> list[Block] | None:
