@@ -261,17 +261,21 @@ class SharedBlocks:
 
     def _block(self, vectors: StackedRows, start: int, end: int) -> Block:
         """The block of positions ``[start, end)``: merged from the built blocks (with their
-        rows) that cover it, and chunks of ``vectors`` where none does, so a growing owner's
+        rows) within it, and the ``vectors`` of the rows between them, so a growing owner's
         larger blocks do not read its vectors again."""
         with self.lock:
-            have = {r[0]: b for r, b in self.built.items() if b.by_row is not None}
+            have = {
+                r[0]: b
+                for r, b in self.built.items()
+                if b.by_row is not None and start <= r[0] and r[1] <= end
+            }
         pieces: list[Block] = []
         at = start
         while at < end:
             block = have.get(at)
-            if block is None or block.end > end:
-                step = min(BLOCK_LAYOUT.chunk_rows, end - at)
-                block = Block.of(np.ascontiguousarray(vectors[at : at + step]), at)
+            if block is None:  # the rows up to the next built block
+                upto = min([s for s in have if s > at], default=end)
+                block = Block.of(np.ascontiguousarray(vectors[at:upto]), at)
             pieces.append(block)
             at = block.end
         return pieces[0] if len(pieces) == 1 else Block.merged(pieces)
