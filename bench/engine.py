@@ -89,6 +89,16 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     first retrieve 0.27 s; serving peak RSS 2,045 MiB (106 MiB anonymous). At 100k: 6.05-6.19 /
     8.76-8.89 ms. The rest of this paragraph and the table above are from before.
 
+    On a faster AVX-512 machine (session 16), with the postings summed in float32 and the
+    candidates rescored from the postings' rows: 1M retrieve 9.4-11.4 / 13.1-15.3 ms (the
+    previous code on the same pack, alternated: 10.8-13.8 / 16.1-20.4), the vector search
+    (top 500) 5.8-6.5 ms in this benchmark's timing, serving peak RSS 657-680 MiB (2,018-2,029
+    before); 100k 5.63-5.66 ms and 167 MiB (299 before); 10k 3.66-3.67 ms (3.55-3.72 before).
+    PostgreSQL at 1M: retrieve 15.3 / 20.0 ms, rrf 16.0 / 20.9; store_many 9.4k/s (22.2k per
+    client CPU-s); build_index 79 s; a new process's first retrieve on another host 9.9 s
+    (it downloads the saved index); serving peak RSS 691 MiB. PostgreSQL at 100k: 8.8 / 10.8
+    ms, store_many 8.9k/s, first retrieve on another host 1.02 s, 176 MiB.
+
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
     search alone 15 / 27 / 39 ms), while with the default MiniLM embedder, 200k memories and the
