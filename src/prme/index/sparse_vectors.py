@@ -258,7 +258,6 @@ class SharedBlocks:
             with self.lock:
                 self.pending = False
 
-
     def _block(self, vectors: StackedRows, start: int, end: int) -> Block:
         """The block of positions ``[start, end)``: merged from the built blocks (with their
         rows) within it, and the ``vectors`` of the rows between them, so a growing owner's
