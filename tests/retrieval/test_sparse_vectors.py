@@ -446,3 +446,14 @@ def test_postings_saved_without_their_rows_are_saved_again_with_them(
     assert third is not None and third.saved_size == len(texts)
     entries = shared_blocks(third.derived_values).built[(0, 4096)].by_row
     assert entries is not None and mapped(entries.values)
+    # entries by row that do not fit their block: the saved postings are not used, and the
+    # index is saved again with new ones (the file is replaced, not overwritten: the clients
+    # above still map it)
+    count = len(entries.dims)
+    np.save(ix.index_dir / "replacement.npy", np.zeros(3, np.uint16))
+    (ix.index_dir / "replacement.npy").replace(ix.index_dir / "sparse.0.row_dims.npy")
+    fourth = make_client()
+    loaded = fourth.engine.store.owner_index("alice")
+    assert loaded is not None and loaded.saved_size == len(texts)
+    assert len(np.load(ix.index_dir / "sparse.0.row_dims.npy")) == count
+    assert _ranked(fourth) == written

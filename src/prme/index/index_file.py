@@ -23,8 +23,8 @@ An owner whose vectors are sparse also keeps their postings (:mod:`prme.index.sp
 when they are built at the save: ``sparse.json`` (the stamp and the blocks' bounds) and the
 blocks' arrays (``sparse.<i>.*.npy`` by dimension, ``sparse.<i>.row_*.npy`` by row),
 memory-mapped when loaded. Without them the postings are built again in the background, and
-the vectors scanned in full meanwhile; an index saved without the arrays by row counts as
-unsaved, so it is saved again with them.
+the vectors scanned in full meanwhile; an index of sparse vectors saved without them, or
+without the arrays by row, counts as unsaved, so it is saved again with them.
 """
 
 from __future__ import annotations
@@ -279,13 +279,16 @@ def load(directory: Path, stamp: IndexStamp, **settings: Any) -> OwnerIndex | No
     if postings is not None:
         shared_postings(index).postings = postings
     blocks = _load_sparse(directory, stamp)
+    shared = shared_blocks(index.derived_values)
     if blocks:
-        shared_blocks(index.derived_values).loaded(blocks)
-    # saved without its lexical postings or its sparse postings' rows (before they were saved):
-    # it counts as unsaved, so it is saved again with them and the next process does not
-    # derive them from every row again
-    complete = postings is not None and all(block.by_row is not None for block in blocks)
-    index.saved_size = size if complete else 0
+        shared.loaded(blocks)
+    # saved without its lexical postings, or its sparse vectors' postings or their rows (saved
+    # before they were, or unreadable): it counts as unsaved, so it is saved again with them
+    # and the next process does not derive them from every row again
+    sparse_kept = all(b.by_row is not None for b in blocks) if blocks else not shared.is_sparse(
+        index.vectors, size
+    )
+    index.saved_size = size if postings is not None and sparse_kept else 0
     return index
 
 
