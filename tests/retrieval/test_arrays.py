@@ -16,6 +16,8 @@ from prme.index.arrays import (
     best_positions,
     distinct,
     exact_dot,
+    group_of_each,
+    offsets_of,
     split_point,
 )
 
@@ -26,6 +28,18 @@ def test_distinct_is_numpys_unique(values: list[int]) -> None:
     result = distinct(array)
     assert result.dtype == np.int64
     assert result.tolist() == np.unique(array).tolist()
+
+
+@given(st.lists(st.integers(0, 30), max_size=200), st.integers(0, 5))
+def test_offsets_and_groups_are_inverse(keys: list[int], extra: int) -> None:
+    """``offsets_of`` gives each group's start among entries sorted by group, and
+    ``group_of_each`` gives back each sorted entry's group (empty groups included)."""
+    ordered = np.sort(np.asarray(keys, dtype=np.int64))
+    groups = (int(ordered.max()) + 1 if ordered.size else 0) + extra
+    offsets = offsets_of(ordered, groups)
+    assert offsets.dtype == np.int64 and len(offsets) == groups + 1
+    assert offsets.tolist() == np.searchsorted(ordered, np.arange(groups + 1)).tolist()
+    assert group_of_each(offsets).tolist() == ordered.tolist()
 
 
 @given(st.lists(st.sampled_from([0.0, 0.5, -0.25, 1.0]), max_size=200), st.integers(1, 220))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from functools import cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +24,22 @@ def distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     result: npt.NDArray[np.int64] = ordered[keep]
+    return result
+
+
+def offsets_of(keys: npt.NDArray[np.integer[Any]], groups: int) -> npt.NDArray[np.int64]:
+    """Where each of ``groups`` groups starts among entries ordered by their group ``keys``,
+    and where the last ends: ``groups + 1`` offsets (a CSR layout's)."""
+    offsets = np.zeros(groups + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=groups), out=offsets[1:])
+    return offsets
+
+
+def group_of_each(offsets: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.int64]:
+    """Each entry's group under ``offsets`` (group ``g``'s entries are
+    ``[offsets[g], offsets[g + 1])``)."""
+    groups = np.arange(len(offsets) - 1, dtype=np.int64)
+    result: npt.NDArray[np.int64] = np.repeat(groups, np.diff(offsets))
     return result
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from prme.index.arrays import renumbered
+from prme.index.arrays import group_of_each, offsets_of, renumbered
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,9 @@ class EntityGraph:
         position_offsets = np.concatenate(
             [self.position_offsets, self.position_offsets[-1] + np.cumsum(counts)]
         ).astype(np.int64)
-        link_positions = np.repeat(
-            np.arange(len(position_offsets) - 1, dtype=np.int64), np.diff(position_offsets)
-        )
+        link_positions = group_of_each(position_offsets)
         order = np.lexsort((link_positions, name_ids))
-        offsets = np.zeros(len(names) + 1, np.int64)
-        np.cumsum(np.bincount(name_ids, minlength=len(names)), out=offsets[1:])
+        offsets = offsets_of(name_ids, len(names))
         return EntityGraph(
             tuple(names), offsets, link_positions[order], position_offsets, name_ids, numbers
         )

@@ -330,22 +330,27 @@ def _save_sparse(directory: Path, index: OwnerIndex, stamp: IndexStamp) -> None:
         return
     for i, block in enumerate(blocks):
         for name in ("offsets", "rows", "values"):
-            np.save(directory / f"sparse.{i}.{name}.npy", getattr(block, name))
+            np.save(_sparse_file(directory, i, name), getattr(block, name))
         if block.by_row is not None:
             for name in ("offsets", "dims", "values"):
-                np.save(directory / f"sparse.{i}.row_{name}.npy", getattr(block.by_row, name))
+                np.save(_sparse_file(directory, i, f"row_{name}"), getattr(block.by_row, name))
     bounds = [[b.start, b.end, b.max_norm] for b in blocks]
     (directory / SPARSE).write_text(json.dumps({"stamp": stamp.as_json(), "blocks": bounds}))
+
+
+def _sparse_file(directory: Path, i: int, name: str) -> Path:
+    """The file of array ``name`` of the sparse postings' block ``i``."""
+    return directory / f"sparse.{i}.{name}.npy"
 
 
 def _load_row_entries(directory: Path, i: int, rows: int, entries: int) -> RowEntries | None:
     """Block ``i``'s entries by row, of ``rows`` rows and ``entries`` entries (None in an
     index saved before they were kept); a ValueError when they do not fit the block."""
-    if not (directory / f"sparse.{i}.row_offsets.npy").exists():
+    if not _sparse_file(directory, i, "row_offsets").exists():
         return None
-    offsets = _mapped(directory / f"sparse.{i}.row_offsets.npy", np.int64)
-    dims = _mapped(directory / f"sparse.{i}.row_dims.npy", np.uint16, np.int32)
-    values = _mapped(directory / f"sparse.{i}.row_values.npy", np.float32)
+    offsets = _mapped(_sparse_file(directory, i, "row_offsets"), np.int64)
+    dims = _mapped(_sparse_file(directory, i, "row_dims"), np.uint16, np.int32)
+    values = _mapped(_sparse_file(directory, i, "row_values"), np.float32)
     if len(offsets) != rows + 1 or not len(dims) == len(values) == offsets[-1] == entries:
         raise ValueError(f"sparse.{i}: its entries by row do not fit the block")
     return RowEntries(offsets, dims, values)
@@ -360,9 +365,9 @@ def _load_sparse(directory: Path, stamp: IndexStamp) -> list[Block]:
             return []
         blocks = []
         for i, (start, end, max_norm) in enumerate(meta["blocks"]):
-            offsets = _mapped(directory / f"sparse.{i}.offsets.npy", np.int64)
-            rows = _mapped(directory / f"sparse.{i}.rows.npy", np.int32)
-            values = _mapped(directory / f"sparse.{i}.values.npy", np.float32)
+            offsets = _mapped(_sparse_file(directory, i, "offsets"), np.int64)
+            rows = _mapped(_sparse_file(directory, i, "rows"), np.int32)
+            values = _mapped(_sparse_file(directory, i, "values"), np.float32)
             if len(offsets) != stamp.dimension + 1 or not len(rows) == len(values) == offsets[-1]:
                 return []
             by_row = _load_row_entries(directory, i, int(end) - int(start), int(offsets[-1]))

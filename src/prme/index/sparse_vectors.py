@@ -20,8 +20,9 @@ owner's vectors then stay on disk). A query whose ``k``-th best lower bound is n
 positive (fewer than ``k`` rows share a component with it) is scanned in full instead.
 Because the result never depends on the postings, they are built in the background when the
 owner grows or is first searched, and the rows they do not cover yet are scanned as before;
-nothing about them is part of the feature identity. That an owner with sparse vectors is scanned exactly even past the size where
-a vector index policy searches graphs is (``exact_when_sparse``, :mod:`prme.index.ann`).
+nothing about them is part of the feature identity. That an owner with sparse vectors is
+scanned exactly even past the size where a vector index policy searches graphs is
+(``exact_when_sparse``, :mod:`prme.index.ann`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from prme.index.ann import (
     best_by_cosine,
     segment_ranges,
 )
-from prme.index.arrays import exact_dot
+from prme.index.arrays import exact_dot, group_of_each, offsets_of
 from prme.index.stacked_rows import StackedRows
 from prme.index.workers import Background
 
@@ -123,10 +124,10 @@ class Block:
     def of(cls, matrix: npt.NDArray[np.float32], start: int) -> Block:
         """The block of ``matrix``'s rows, the first at position ``start``."""
         rows, dims = np.nonzero(matrix)  # row by row: ascending rows within each dimension
-        row_offsets = np.zeros(len(matrix) + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=len(matrix)), out=row_offsets[1:])
         dimension = matrix.shape[1]
-        by_row = RowEntries(row_offsets, dims.astype(dims_dtype(dimension)), matrix[rows, dims])
+        by_row = RowEntries(
+            offsets_of(rows, len(matrix)), dims.astype(dims_dtype(dimension)), matrix[rows, dims]
+        )
         squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
         max_norm = float(np.sqrt(squares.max())) if len(matrix) else 0.0
         return cls._by_dimension(start, dimension, by_row, max_norm)
@@ -154,10 +155,9 @@ class Block:
         cls, start: int, dimension: int, by_row: RowEntries, max_norm: float
     ) -> Block:
         """The block whose entries by row are ``by_row``, with its postings by dimension."""
-        rows = np.repeat(np.arange(len(by_row.offsets) - 1), np.diff(by_row.offsets))
+        rows = group_of_each(by_row.offsets)
         order = np.argsort(by_row.dims, kind="stable")  # ascending rows within a dimension
-        offsets = np.zeros(dimension + 1, np.int64)
-        np.cumsum(np.bincount(by_row.dims, minlength=dimension), out=offsets[1:])
+        offsets = offsets_of(by_row.dims, dimension)
         end = start + len(by_row.offsets) - 1
         values = by_row.values[order]
         return cls(start, end, offsets, rows[order].astype(np.int32), values, max_norm, by_row)
@@ -237,15 +237,15 @@ class SharedBlocks:
             wanted = block_ranges(size)
             if size >= self.largest and not self.pending:
                 self.largest = size
-                if any(r not in self.built or self.built[r].by_row is None for r in wanted):
+                if not all(self._built_with_rows(r) for r in wanted):
                     self.pending = BUILDER.submit(lambda: self._build(vectors, wanted))
             return _built_layout(self.built, size)
 
     def _build(self, vectors: StackedRows, wanted: list[Range]) -> None:
         try:
             for start, end in wanted:
-                with self.lock:  # (blocks loaded without their rows are built again)
-                    done = (start, end) in self.built and self.built[start, end].by_row is not None
+                with self.lock:
+                    done = self._built_with_rows((start, end))
                 if done or BUILDER.stopping.is_set():
                     continue
                 block = self._block(vectors, start, end)
@@ -257,6 +257,12 @@ class SharedBlocks:
         finally:
             with self.lock:
                 self.pending = False
+
+    def _built_with_rows(self, at: Range) -> bool:
+        """Whether the block over ``at`` is built with its rows (one loaded from an index
+        saved without them is built again). Called with the lock held."""
+        block = self.built.get(at)
+        return block is not None and block.by_row is not None
 
     def _block(self, vectors: StackedRows, start: int, end: int) -> Block:
         """The block of positions ``[start, end)``: merged from the built blocks (with their
