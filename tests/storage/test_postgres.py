@@ -579,6 +579,48 @@ def test_a_failed_write_leaves_nothing(pg: MemoryClient) -> None:
     assert (store.pack_identity(), pg.pack_digest()) == before
 
 
+# ------------------------------------------------------------------ round trips per call
+def test_a_retrieval_takes_one_connection_and_reads_its_sequences_once(pg: MemoryClient) -> None:
+    """A retrieval's reads and its receipt run on one pooled connection (each checkout costs a
+    round trip to check it), and the pack's and the owner's sequences are read in one
+    statement, once, though the receipt and the owner index (twice) ask for them."""
+    for text in FACTS:
+        pg.store(text, user_id="alice", scope="project")
+    pg.retrieve("Aster database", user_id="alice")  # the owner index is built
+    store = pg.engine.store
+    statements: list[str] = []
+    store.tracer = statements.append  # type: ignore[attr-defined]
+    requests = store._pool.get_stats().get("requests_num", 0)
+    result = pg.retrieve("Aster database", user_id="alice")
+    assert store._pool.get_stats().get("requests_num", 0) - requests == 1
+    assert result.metadata.receipt_persisted and result.results
+    reads = [s for s in statements if "owner_sequences" in s or "FROM meta" in s]
+    assert len(reads) == 1 and "FROM meta" in reads[0], statements
+    receipt = pg.get_retrieval_receipt(result.metadata.request_id, user_id="alice")
+    assert receipt is not None and receipt.pack.write_seq == len(FACTS)
+
+
+def test_pinned_calls_share_a_connection_and_survive_a_failed_transaction(
+    pg: MemoryClient,
+) -> None:
+    pg.store("Aster uses PostgreSQL", user_id="alice")
+    store = pg.engine.store
+    before = store.pack_identity()
+    requests = store._pool.get_stats().get("requests_num", 0)
+    with store.pinned():
+        with store.pinned(), store.transaction() as first:  # nested: pins nothing more
+            pid = first.execute("SELECT pg_backend_pid()").fetchone()
+        with pytest.raises(RuntimeError, match="boom"), store.serialized("memories"):
+            raise RuntimeError("boom")  # rolled back; the pinned connection stays usable
+        with store.read_snapshot("alice") as identity, store.transaction() as again:
+            assert again.execute("SELECT pg_backend_pid()").fetchone() == pid
+            assert (store.owner_write_seq("alice"), identity) == (1, before)
+        assert [m.content for m in pg.list(user_id="alice")] == ["Aster uses PostgreSQL"]
+    assert store._pool.get_stats().get("requests_num", 0) - requests == 1
+    with store.transaction() as later:  # after the block: a pooled connection again
+        assert later.execute("SELECT 1").fetchone() == (1,)
+
+
 # ---------------------------------------------------------------- an unreachable server
 class Proxy:
     """A loopback TCP relay to the test server that can be cut and restored."""

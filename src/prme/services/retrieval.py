@@ -27,7 +27,7 @@ from prme.retrieval.ranking import score_pool
 from prme.retrieval.receipt_builder import Outcome, build_receipt, build_response
 from prme.retrieval.scan import SCAN_THREAD, finish
 from prme.retrieval.selection import Caps, select_candidates
-from prme.retrieval.validate import validate_request
+from prme.retrieval.validate import ValidRequest, validate_request
 from prme.services.receipts import persist_receipt
 from prme.services.resolution import resolve_multipliers
 from prme.storage.timeutil import to_us
@@ -56,8 +56,14 @@ class _Stopwatch:
 
 def retrieve(engine: Engine, request: RetrievalRequest) -> RetrievalResponse:
     """One retrieval with its receipt (a failed receipt write never fails the retrieval)."""
-    clock, cfg, store = _Stopwatch(), engine.config.retrieval, engine.store
-    r = validate_request(request, cfg, engine.config.scoring)
+    clock = _Stopwatch()
+    r = validate_request(request, engine.config.retrieval, engine.config.scoring)
+    with engine.store.pinned():  # every read and the receipt's write on one connection
+        return _retrieve(engine, r, clock)
+
+
+def _retrieve(engine: Engine, r: ValidRequest, clock: _Stopwatch) -> RetrievalResponse:
+    cfg, store = engine.config.retrieval, engine.store
     owner, scopes = r.owner, r.scopes
     resolution, multipliers = resolve_multipliers(
         engine, owner, scope_set_key(scopes), r.base, r.multipliers
@@ -67,7 +73,7 @@ def retrieve(engine: Engine, request: RetrievalRequest) -> RetrievalResponse:
     with clock("embed_query"):
         query_vector = embed_queries(engine.embedder, [r.query])[0]
     with clock("candidates"):
-        with store.read_snapshot() as snapshot:  # the pack identity matches the data read
+        with store.read_snapshot(owner) as snapshot:  # the pack identity matches the data read
             pack_identity = PackIdentity(
                 pack_id=snapshot.pack_id, write_seq=store.owner_write_seq(owner)
             )

@@ -157,7 +157,16 @@ class Store(Protocol):
     def get_memories_by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryNode]: ...
 
     # candidate generation (owner and scope filtered)
-    def read_snapshot(self) -> AbstractContextManager[PackIdentity]: ...
+    def read_snapshot(self, owner: str | None = None) -> AbstractContextManager[PackIdentity]:
+        """A consistent read transaction; yields the pack identity it sees. ``owner``: whose
+        sequences (``owner_write_seq``, ``owner_index``) the block will read (a store that
+        reads them over the network reads them with the pack's, in one round trip)."""
+        ...
+
+    def pinned(self) -> AbstractContextManager[None]:
+        """This thread's store calls inside the block share one connection (a pooled store
+        checks a connection out once, not once per call)."""
+        ...
 
     def configure_vector_index(self, policy: AnnPolicy | None) -> None:
         """Build owner indexes that search vectors approximately past ``policy``'s size

@@ -87,12 +87,16 @@ class MemoryRows(OwnerIndexCache):
         def _fetchone(
             self, sql: str, params: Sequence[Any] | None = None
         ) -> tuple[Any, ...] | None: ...
-        def read_snapshot(self) -> AbstractContextManager[PackIdentity]: ...
+        def read_snapshot(
+            self, owner: str | None = None
+        ) -> AbstractContextManager[PackIdentity]: ...
         def _lock_content(self, conn: Conn) -> None: ...
         def _refuse_if_frozen(self, operation: str) -> None: ...
         def _sequences(self) -> tuple[int, int]: ...
         def _bump(self, conn: Conn, *keys: str) -> None: ...
         def _bump_owners(self, conn: Conn, user_ids: set[str]) -> None: ...
+        def _owner_sequences(self, user_id: str) -> tuple[int, int]: ...
+        def _owner_index_sequences(self, conn: Conn, user_id: str) -> tuple[int, int]: ...
         def _update_digest(
             self, conn: Conn, added: Iterable[int], removed: Iterable[int]
         ) -> None: ...
@@ -253,18 +257,6 @@ class MemoryRows(OwnerIndexCache):
         return {int(r[0]): row_to_node(r[1:]) for r in rows}
 
     # ------------------------------------------------------------ candidate generation
-    def _owner_index_sequences(self, conn: Conn, user_id: str) -> tuple[int, int]:
-        """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
-        index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
-        trigger on ``memories``, migration 7), read on ``conn``."""
-        row = self._run(
-            conn,
-            "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = %s),"
-            " (SELECT delete_seq FROM owner_deletes WHERE user_id = %s)",
-            (user_id, user_id),
-        ).fetchone()
-        return (0, 0) if row is None else (int(row[0] or 0), int(row[1] or 0))
-
     def owner_index(self, user_id: str) -> OwnerIndex | None:
         """The owner's column index, refreshed to the current write sequence (a fixed view)."""
         dimension = (self.embedder_identity() or {}).get("dimension")
@@ -272,7 +264,7 @@ class MemoryRows(OwnerIndexCache):
             return None
         with self.read_snapshot(), self._connection() as conn:
             # The owner's own sequences: another owner's writes neither refresh nor rebuild it.
-            write_seq, delete_seq = self._owner_index_sequences(conn, user_id)
+            write_seq, delete_seq = self._owner_sequences(user_id)
             with self._index_lock:
                 index = self._indexes.get(user_id)
                 fresh = index is not None and index.write_seq >= write_seq

@@ -34,7 +34,8 @@ tell them apart except through the feature identity (``storage: postgres``, ``le
   of SHA-256 over (schema, key), so API servers on different hosts cannot both win a
   compare-and-swap. ``read_snapshot()``: one REPEATABLE READ transaction.
 - A ``psycopg_pool`` pool; a thread's transaction pins one connection, and nested store calls
-  on that thread run inside it (like SQLite's ``_write()`` nesting).
+  on that thread run inside it (like SQLite's ``_write()`` nesting); a retrieval's calls share
+  one (:mod:`prme.storage.postgres.connections`).
 
 An unreachable server raises :class:`StorageUnavailableError` naming the storage; every write is
 one transaction, so nothing is ever half-written.
@@ -47,14 +48,13 @@ import hmac
 import json
 import math
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.types import TypeInfo
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from prme.canonical import canonical_bytes, canonical_json
 from prme.errors import (
@@ -62,7 +62,6 @@ from prme.errors import (
     IntegrityError,
     InvalidInputError,
     PackNotFoundError,
-    StorageUnavailableError,
 )
 from prme.index.ann import AnnPolicy
 from prme.index.bm25 import BM25_B, BM25_K1
@@ -70,6 +69,7 @@ from prme.index.owner_index import OwnerIndex
 from prme.models.receipt import PackIdentity
 from prme.storage import digest as pack_digest_
 from prme.storage.base import Tracer
+from prme.storage.postgres.connections import Connections
 from prme.storage.postgres.digest import (
     digest_state,
     recompute_digest_state,
@@ -82,7 +82,6 @@ from prme.storage.postgres.migrations import (
     Conn,
     applied_versions,
     describe,
-    lock_key,
     pack_schema,
     upgrade_connection,
     vector_schema,
@@ -91,14 +90,10 @@ from prme.storage.postgres.oplog import OperationsLog
 from prme.storage.postgres.pack import PackRows
 from prme.storage.postgres.vectors import PgVector, VectorDumper, VectorLoader
 
-# Temporary failures (StorageUnavailableError, HTTP 503): no SQLSTATE (client side), class 08
-# or the server shutting down; class 53 (disk full, out of memory, too many connections); a
-# lock wait past lock_timeout (55P03) or statement_timeout (57014 query_canceled).
-_UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03", "53", "55P03", "57014")
 _SYNCHRONOUS_COMMIT = ("off", "local", "remote_write", "remote_apply", "on")
 
 
-class PostgresStore(MemoryRows, OperationsLog, PackRows):
+class PostgresStore(Connections, MemoryRows, OperationsLog, PackRows):
     """A memory pack in one PostgreSQL schema, shared by any number of processes.
 
     Args:
@@ -200,7 +195,7 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
             self._pool.close()
             raise
 
-    # ----------------------------------------------------------------- connections
+    # ------------------------------------------------------- lexical identity, connections
     @property
     def lexical_identity(self) -> dict[str, Any]:
         return {
@@ -217,89 +212,6 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         conn.adapters.register_dumper(PgVector, dumper)
         conn.adapters.register_loader(self._vector_oid, VectorLoader)
 
-    def _trace(self, sql: str) -> None:
-        if self.tracer is not None:
-            self.tracer(sql)
-
-    def _run(
-        self, conn: Conn, sql: str, params: Sequence[Any] | None = None, *, binary: bool = False
-    ) -> psycopg.Cursor[Any]:
-        self._trace(sql)
-        return conn.execute(sql, params, binary=binary)
-
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
-        """Turn "cannot reach the server" into one clear error naming the storage."""
-        try:
-            yield
-        except (PoolTimeout, PoolClosed) as exc:
-            raise StorageUnavailableError(self.storage_name, str(exc).strip()) from exc
-        except psycopg.OperationalError as exc:
-            state = exc.sqlstate
-            if state is None or state.startswith(_UNAVAILABLE_STATES):
-                detail = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                raise StorageUnavailableError(self.storage_name, detail) from exc
-            raise
-        except psycopg.InterfaceError as exc:
-            raise StorageUnavailableError(self.storage_name, str(exc).strip()) from exc
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("store is closed")
-
-    @contextmanager
-    def _connection(self) -> Iterator[Conn]:
-        """The thread's transaction connection, or a pooled one for autocommit reads."""
-        conn: Conn | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            yield conn
-            return
-        self._check_open()
-        with self._guard(), self._pool.connection() as pooled:
-            yield pooled
-
-    @contextmanager
-    def transaction(self, *, snapshot: bool = False) -> Iterator[Conn]:
-        """One transaction pinned to this thread (REPEATABLE READ when ``snapshot``).
-
-        Nested calls on the same thread join the enclosing transaction, as SQLite's
-        ``_write()`` does; it commits when the outermost block ends and rolls back on error.
-        """
-        conn: Conn | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            yield conn
-            return
-        self._check_open()
-        with self._guard(), self._pool.connection() as pooled:
-            # psycopg opens the block with BEGIN [ISOLATION LEVEL REPEATABLE READ]
-            pooled.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
-            self._trace("BEGIN ISOLATION LEVEL REPEATABLE READ" if snapshot else "BEGIN")
-            try:
-                with pooled.transaction():
-                    self._local.conn = pooled
-                    self._local.locks = set()
-                    self._local.sequences = None
-                    self._local.snapshot = snapshot
-                    try:
-                        yield pooled
-                    finally:
-                        self._local.conn = None
-            except BaseException:
-                self._trace("ROLLBACK")
-                raise
-            finally:
-                pooled.isolation_level = None
-            self._trace("COMMIT")
-
-    def _fetchall(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        with self._connection() as conn:
-            return self._run(conn, sql, params).fetchall()
-
-    def _fetchone(self, sql: str, params: Sequence[Any] | None = None) -> tuple[Any, ...] | None:
-        with self._connection() as conn:
-            row: tuple[Any, ...] | None = self._run(conn, sql, params).fetchone()
-            return row
-
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -309,31 +221,6 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
             self._pool.close()
             if self._remove_workdir is not None:
                 self._remove_workdir()
-
-    @contextmanager
-    def serialized(self, key: str) -> Iterator[None]:
-        """Serialize a read-check-append across processes and hosts (transaction-scoped lock)."""
-        with self.transaction() as conn:
-            self._lock(conn, key)
-            yield
-
-    @contextmanager
-    def read_snapshot(self) -> Iterator[PackIdentity]:
-        """A consistent read transaction (REPEATABLE READ); yields the pack identity it sees."""
-        with self.transaction(snapshot=True):
-            if self._local.snapshot and self._local.sequences is None:
-                self._local.sequences = self._read_sequences()  # fixed for the snapshot
-            yield self.pack_identity()
-
-    def _lock_content(self, conn: Conn) -> None:
-        self._lock(conn, "content")
-
-    def _lock(self, conn: Conn, key: str) -> None:
-        """Take the transaction-scoped advisory lock of ``key`` (once per transaction)."""
-        held: set[str] = self._local.locks
-        if key not in held:
-            self._run(conn, "SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, key),))
-            held.add(key)
 
     def reload(self) -> None:
         """Re-read the pack identity and secret and drop caches (after an import)."""
@@ -355,39 +242,6 @@ class PostgresStore(MemoryRows, OperationsLog, PackRows):
         if row is None:
             raise IntegrityError(f"pack metadata {key!r} is missing")
         return str(row[0])
-
-    def _sequences(self) -> tuple[int, int]:
-        """``(write_seq, delete_seq)``; read once per snapshot (they cannot move inside one)."""
-        in_transaction = getattr(self._local, "conn", None) is not None
-        cached: tuple[int, int] | None = self._local.sequences if in_transaction else None
-        return cached or self._read_sequences()
-
-    def _read_sequences(self) -> tuple[int, int]:
-        rows = dict(
-            self._fetchall("SELECT key, value FROM meta WHERE key IN ('write_seq', 'delete_seq')")
-        )
-        return int(rows["write_seq"]), int(rows["delete_seq"])
-
-    def _bump_owners(self, conn: Conn, user_ids: set[str]) -> None:
-        self._run(
-            conn,
-            "INSERT INTO owner_sequences(user_id, write_seq) SELECT u, 1 FROM unnest(%s::text[])"
-            " AS u ORDER BY u ON CONFLICT (user_id)"
-            " DO UPDATE SET write_seq = owner_sequences.write_seq + 1",
-            (sorted(user_ids),),
-        )
-
-    def owner_write_seq(self, user_id: str) -> int:
-        row = self._fetchone("SELECT write_seq FROM owner_sequences WHERE user_id = %s", (user_id,))
-        return 0 if row is None else int(row[0])
-
-    def _bump(self, conn: Conn, *keys: str) -> None:
-        self._local.sequences = None
-        self._run(
-            conn,
-            "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = ANY(%s)",
-            (list(keys),),
-        )
 
     # ------------------------------------------------------------ identity, secret
     def pack_identity(self) -> PackIdentity:

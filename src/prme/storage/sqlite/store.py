@@ -252,8 +252,15 @@ class SQLiteStore(MemoryRows, OperationsLog):
             yield
 
     @contextmanager
-    def read_snapshot(self) -> Iterator[PackIdentity]:
-        """A consistent read transaction; yields the pack identity it sees."""
+    def pinned(self) -> Iterator[None]:
+        """Nothing to pin: each thread has its own connection."""
+        yield
+
+    @contextmanager
+    def read_snapshot(self, owner: str | None = None) -> Iterator[PackIdentity]:
+        """A consistent read transaction; yields the pack identity it sees (``owner``: no
+        use here, the owner's sequences are a local read)."""
+        del owner
         conn = self.conn
         if conn.in_transaction:
             yield self.pack_identity()
