@@ -97,7 +97,10 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     PostgreSQL at 1M: retrieve 15.3 / 20.0 ms, rrf 16.0 / 20.9; store_many 9.4k/s (22.2k per
     client CPU-s); build_index 79 s; a new process's first retrieve on another host 9.9 s
     (it downloads the saved index); serving peak RSS 691 MiB. PostgreSQL at 100k: 8.8 / 10.8
-    ms, store_many 8.9k/s, first retrieve on another host 1.02 s, 176 MiB.
+    ms, store_many 8.9k/s, first retrieve on another host 1.02 s, 176 MiB. With a retrieval's
+    calls on one pooled connection and the sequences read once (session 17, the same
+    machine): PostgreSQL at 100k 7.56-7.98 / 9.3-10.6 ms (the previous code alternated with
+    it: 8.65-8.84 / 10.2-12.0); at 1M 14.1 / 18.6 ms, rrf 15.0 / 19.3 (one run).
 
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
