@@ -1,6 +1,7 @@
 """Use an installed prme (a wheel in a fresh virtualenv) as a new user would, from a directory
 outside the source tree: the README's Python example, then store → retrieve → pack check →
-demo → serve refusing a missing pack, then answering /v1/health. Run by .ci/wheel-smoke with that virtualenv's Python.
+demo → serve refusing a missing pack, parsing HTTP with httptools, then answering /v1/health.
+Run by .ci/wheel-smoke with that virtualenv's Python.
 
 Usage: python wheel_smoke.py README.md
 """
@@ -124,6 +125,15 @@ def serve() -> None:
         server.wait(timeout=30)
 
 
+def serve_parses_http_in_c() -> None:
+    """The installed server parses HTTP with httptools (a dependency), not h11's Python."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    if AutoHTTPProtocol.__name__ != "HttpToolsProtocol":
+        sys.exit(f"uvicorn parses HTTP with {AutoHTTPProtocol.__name__}, not httptools")
+    step("prme serve parses HTTP with httptools")
+
+
 def main() -> None:
     readme = Path(sys.argv[1]).resolve()
     installed_not_source()
@@ -131,6 +141,7 @@ def main() -> None:
     cli_round_trip()
     demo()
     serve_refuses_a_missing_pack()
+    serve_parses_http_in_c()
     serve()
     step("ok")
 

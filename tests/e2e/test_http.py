@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import logging
 import textwrap
 import threading
@@ -18,7 +19,7 @@ import pytest
 from conftest import copy_pack, open_pack
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 from support.http_api import (
     ALICE,
     ALICE_KEY,
@@ -43,6 +44,7 @@ from prme.demo.workload import Workload, generate_workload
 from prme.http import create_app, learning_routes
 from prme.http import routes as memory_routes
 from prme.http.auth import KeyRing
+from prme.http.render import render
 
 
 @pytest.fixture
@@ -404,6 +406,26 @@ def test_retrieve_renders_the_engine_response_and_saves_its_receipt(
     assert [c["score"] for c in receipt.json()["candidates"]] == [
         r["score_trace"]["composite_score"] for r in body["results"]
     ]
+
+
+def test_models_render_as_their_json_dump_values(memory: MemoryClient, api: TestClient) -> None:
+    """Pydantic writes the responses' JSON: the values are ``model_dump(mode="json")``'s,
+    floats in exponent form (written ``1e-05`` by Python, ``0.00001`` by pydantic) included."""
+    seed_facts(api)
+    request_id = retrieve(api, "Aster database")["metadata"]["request_id"]
+    saved = memory.get_retrieval_receipt(request_id, user_id="alice")
+    assert saved is not None
+    tiny = saved.model_copy(update={"min_score": 1e-05})
+    for value in (tiny, [tiny, saved]):
+        response = render(value)
+        assert response.media_type == "application/json"
+        dumped = (
+            value.model_dump(mode="json")
+            if isinstance(value, BaseModel)
+            else [item.model_dump(mode="json") for item in value]
+        )
+        assert json.loads(response.body) == dumped
+    assert json.loads(render(tiny).body)["min_score"] == 1e-05
 
 
 def test_retrieve_accepts_the_original_filters_and_mode(api: TestClient) -> None:
