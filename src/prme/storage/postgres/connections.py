@@ -77,9 +77,9 @@ class Connections:
     def _connection(self) -> Iterator[Conn]:
         """The thread's transaction connection, else its pinned one (:meth:`pinned`), else a
         pooled one for autocommit reads."""
-        conn: Conn | None = getattr(self._local, "conn", None) or getattr(
-            self._local, "pinned", None
-        )
+        conn: Conn | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = getattr(self._local, "pinned", None)
         if conn is not None:
             yield conn
             return
@@ -94,7 +94,8 @@ class Connections:
         Each checkout from the pool costs a round trip (the pool checks the connection is
         alive); a retrieval's calls would make four. Transactions inside the block run on
         the pinned connection; nested blocks, and blocks inside a transaction, pin nothing."""
-        if getattr(self._local, "conn", None) or getattr(self._local, "pinned", None):
+        in_transaction = getattr(self._local, "conn", None) is not None
+        if in_transaction or getattr(self._local, "pinned", None) is not None:
             yield
             return
         self._check_open()
@@ -118,7 +119,8 @@ class Connections:
             return
         self._check_open()
         pinned: Conn | None = getattr(self._local, "pinned", None)
-        with self._guard(), nullcontext(pinned) if pinned else self._pool.connection() as pooled:
+        held = self._pool.connection() if pinned is None else nullcontext(pinned)
+        with self._guard(), held as pooled:
             # psycopg opens the block with BEGIN [ISOLATION LEVEL REPEATABLE READ]
             pooled.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
             self._trace("BEGIN ISOLATION LEVEL REPEATABLE READ" if snapshot else "BEGIN")
