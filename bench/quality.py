@@ -51,10 +51,12 @@ import argparse
 import hashlib
 import itertools
 import json
+import random
 import shutil
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -84,6 +86,7 @@ from prme.models.refusal import Refusal
 from prme.models.relevance import RelevanceSubmission
 from prme.models.scoring import ADDITIVE_FEATURES, RankingMultipliers, product_default_scoring
 from prme.models.trace import ADDITIVE_COLUMNS
+from prme.services import memories as memories_service
 from prme.services.relevance import read_judgments
 
 SCOPES = [Scope.PROJECT]
@@ -91,6 +94,7 @@ STORE_TIME = datetime(2024, 1, 1, tzinfo=UTC)
 POOLED_OWNER = "locomo-pooled"
 HOLDOUT_FRACTION = 0.4
 SPLIT_SEED = 20240101  # not the gate-1 seed (42): the two splits must be independent
+ID_SEED = 7  # the stored memories' ids (see build_pack)
 HOLDOUT_LIMIT = 20
 RETRIEVAL_DEPTH = 50
 PLANTED_SIGNALS = (1.0, 0.5, 0.25)
@@ -289,7 +293,31 @@ class Bench:
         )
 
 
+def seeded_ids(seed: int) -> Callable[[int], list[uuid.UUID]]:
+    """New memory ids as :func:`prme.services.memories.random_uuids` makes them (version 4),
+    drawn from a seeded generator."""
+    draw = random.Random(seed).getrandbits
+
+    def new(count: int) -> list[uuid.UUID]:
+        return [uuid.UUID(int=draw(128), version=4) for _ in range(count)]
+
+    return new
+
+
 def build_pack(pack: Path, bench: Bench, memories: dict[str, list[dict[str, Any]]]) -> None:
+    # A memory's id breaks ties in the ranking (the reference's rule), and the engine draws ids
+    # at random: tied candidates (frequent in the BM25-only and RRF modes) would come back in
+    # another order on every fresh pack, and the report would differ between runs. So, as the
+    # clock is fixed, the ids come from a seeded generator.
+    random_ids = memories_service.random_uuids
+    memories_service.random_uuids = seeded_ids(ID_SEED)
+    try:
+        _build_pack(pack, bench, memories)
+    finally:
+        memories_service.random_uuids = random_ids
+
+
+def _build_pack(pack: Path, bench: Bench, memories: dict[str, list[dict[str, Any]]]) -> None:
     def items(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
             {
