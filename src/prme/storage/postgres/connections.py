@@ -28,6 +28,19 @@ from prme.storage.postgres.migrations import Conn, lock_key
 # lock wait past lock_timeout (55P03) or statement_timeout (57014 query_canceled).
 _UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03", "53", "55P03", "57014")
 
+# An owner's (write_seq, delete_seq), the owner's id as both parameters: one read for the
+# owner index's check and for a read snapshot's first statement.
+_OWNER_SEQUENCES = (
+    "(SELECT write_seq FROM owner_sequences WHERE user_id = %s),"
+    " (SELECT delete_seq FROM owner_deletes WHERE user_id = %s)"
+)
+
+
+def _owner_sequences_of(values: Sequence[Any]) -> tuple[int, int]:
+    """The owner's sequences read by :data:`_OWNER_SEQUENCES` (an owner without a row has
+    written, or deleted, nothing: 0)."""
+    return int(values[0] or 0), int(values[1] or 0)
+
 
 class Connections:
     """Connections, transactions and snapshots of a :class:`PostgresStore` (a mixin)."""
@@ -174,14 +187,12 @@ class Connections:
             return
         row = self._fetchone(
             "SELECT (SELECT value FROM meta WHERE key = 'write_seq'),"
-            " (SELECT value FROM meta WHERE key = 'delete_seq'),"
-            " (SELECT write_seq FROM owner_sequences WHERE user_id = %s),"
-            " (SELECT delete_seq FROM owner_deletes WHERE user_id = %s)",
+            f" (SELECT value FROM meta WHERE key = 'delete_seq'), {_OWNER_SEQUENCES}",
             (owner, owner),
         )
         assert row is not None  # one row, always
         self._local.sequences = (int(row[0]), int(row[1]))
-        self._local.owner_sequences[owner] = (int(row[2] or 0), int(row[3] or 0))
+        self._local.owner_sequences[owner] = _owner_sequences_of(row[2:])
 
     def _lock_content(self, conn: Conn) -> None:
         self._lock(conn, "content")
@@ -233,13 +244,8 @@ class Connections:
         """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
         index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
         trigger on ``memories``, migration 7), read on ``conn``."""
-        row = self._run(
-            conn,
-            "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = %s),"
-            " (SELECT delete_seq FROM owner_deletes WHERE user_id = %s)",
-            (user_id, user_id),
-        ).fetchone()
-        return (0, 0) if row is None else (int(row[0] or 0), int(row[1] or 0))
+        row = self._run(conn, f"SELECT {_OWNER_SEQUENCES}", (user_id, user_id)).fetchone()
+        return (0, 0) if row is None else _owner_sequences_of(row)
 
     def _bump(self, conn: Conn, *keys: str) -> None:
         self._local.sequences = None
