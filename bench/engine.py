@@ -101,6 +101,9 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     calls on one pooled connection and the sequences read once (session 17, the same
     machine): PostgreSQL at 100k 7.56-7.98 / 9.3-10.6 ms (the previous code alternated with
     it: 8.65-8.84 / 10.2-12.0); at 1M 14.1 / 18.6 ms, rrf 15.0 / 19.3 (one run).
+    With an automatic checkpoint every 40000 log pages instead of 10000 (session 18, the same
+    machine, ``--storage``, the previous code alternated with it): store_many 15.4-15.5k ->
+    16.2-16.8k/s filling 1M, 20.4-20.9k -> 21.1-21.9k/s filling 100k.
 
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
