@@ -38,12 +38,8 @@ DB_FILE = "pack.sqlite3"
 STORE_SCHEMA_VERSION = "1"
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 CACHE_KIB = 16384  # each writable connection's page cache (SQLite's default: 2000 KiB)
-# About 160 MB of log between automatic checkpoints. A checkpoint copies each page dirtied
-# since the last one once, and a store_many batch dirties leaves all over the id index (random
-# ids): at 1M memories, 40000 pages copy about half as many of them per batch as 10000 did.
-# store_many: 15.1-15.3k -> 16.2-17.3k memories/s filling 1M, 20.1-20.3k -> 21.0k filling
-# 100k (alternated runs); 20000 gained 2% at 1M. Reads are not slower with a full log (10k
-# retrieve p50 3.09-3.10 ms against 3.13-3.31 with an empty one).
+# About 160 MB of log between automatic checkpoints: fewer checkpoints copy an id-index leaf
+# dirtied by many batches once (store_many filling 1M: 5-9% faster than 10000; CHANGELOG).
 WAL_CHECKPOINT_PAGES = 40000
 
 
