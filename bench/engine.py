@@ -104,6 +104,10 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     With an automatic checkpoint every 40000 log pages instead of 10000 (session 18, the same
     machine, ``--storage``, the previous code alternated with it): store_many 15.4-15.5k ->
     16.2-16.8k/s filling 1M, 20.4-20.9k -> 21.1-21.9k/s filling 100k.
+    The same day (faster than session 17's): 1k 2.59-2.61 / 2.96-2.99 ms, store_many
+    21.0-22.2k/s; 10k 3.19-3.21 / 3.62-3.65 ms, 25.5k/s; 100k 4.91 / 6.23 ms, 20.7k/s; 1M on
+    the kept pack 9.51-11.06 / 13.1-15.0 ms: 9.51 when the returned memories' pages were in the
+    OS page cache (fetching them 0.60 ms), 10.49-11.06 when not (2.10-2.14 ms).
 
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
