@@ -64,6 +64,30 @@ def test_writable_connections_keep_durability_and_checkpoint_less_often(
     }
 
 
+def test_a_retrieval_reads_the_pack_and_owner_sequences_in_one_statement(
+    client: MemoryClient, make_client: Callable[..., MemoryClient]
+) -> None:
+    """The receipt's pack identity, the receipt's owner sequence and the owner index (asked
+    twice) all need the sequences; one statement at the start of the snapshot reads them.
+    Another connection's write in between is seen by the next retrieval."""
+    client.store("Aster uses SQLite", user_id="alice")
+    client.retrieve("Aster", user_id="alice")  # the owner index is built
+    statements: list[str] = []
+    client.engine.store.conn.set_trace_callback(statements.append)
+    result = client.retrieve("Aster", user_id="alice")
+    client.engine.store.conn.set_trace_callback(None)
+    reads = [s for s in statements if "owner_sequences" in s or "FROM meta" in s]
+    assert len(reads) == 1 and "owner_deletes" in reads[0], statements
+    assert [r.node.content for r in result.results] == ["Aster uses SQLite"]
+    other = make_client()  # another connection on the same pack
+    other.store("Aster also runs on PostgreSQL", user_id="alice")
+    other.close()
+    after = client.retrieve("Aster", user_id="alice")
+    assert len(after.results) == 2
+    receipt = client.get_retrieval_receipt(after.metadata.request_id, user_id="alice")
+    assert receipt is not None and receipt.pack.write_seq == 2  # the owner's two writes
+
+
 def test_oplog_is_append_only(client: MemoryClient, pack_path: Path) -> None:
     client.retrieve("anything", user_id="alice")
     conn = raw(pack_path)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from prme.canonical import sha256_hex
 from prme.index.owner_index import SCOPES, OwnerIndex
@@ -31,7 +31,6 @@ from prme.models.retrieval import (
     RetrievalResponse,
 )
 from prme.models.scoring import RankingMultipliers
-from prme.models.trace import RankFusionTrace, ScoreTrace
 from prme.retrieval.candidates import PINNED_LIMIT, CandidatePool
 from prme.retrieval.features import FusionInputs
 from prme.retrieval.packing import Packed
@@ -58,9 +57,14 @@ class Outcome:
     hints: tuple[tuple[int, float], ...]
 
 
-def _fusion_trace(fi: FusionInputs, i: int) -> RankFusionTrace:
+_RECEIPT_CANDIDATES = TypeAdapter(tuple[ReceiptCandidate, ...])
+_RESULTS = TypeAdapter(tuple[RetrievalCandidate, ...])
+
+
+def _fusion_trace(fi: FusionInputs, i: int) -> dict[str, Any]:
+    """A candidate's ``RankFusionTrace`` fields."""
     weights = fi.channel_weights
-    return RankFusionTrace(
+    return dict(
         semantic_rank=int(fi.semantic_rank[i]) or None,
         lexical_rank=int(fi.lexical_rank[i]) or None,
         epistemic_factor=float(fi.epistemic_factor[i]),
@@ -127,47 +131,50 @@ def build_receipt(
     by side (so the two can never drift apart), and the receipt's fields are listed once."""
     pool, scored, fi = o.pool, o.scored, o.scored.rank_fusion
     names = list(scored.features)
-    candidates: list[ReceiptCandidate] = []
-    results: list[RetrievalCandidate] = []
+    # Plain values, then one validation per list: the same checks as building each model on
+    # its own, in one call into pydantic-core instead of three per candidate.
+    receipt_items: list[dict[str, Any]] = []
+    result_items: list[dict[str, Any]] = []
     for rank, (i, p) in enumerate(zip(o.selection.chosen, o.selection.positions, strict=True)):
         node, item, paths = o.nodes[rank], o.packed.items[rank], pool.paths(i)
         score = scored.scores[i]
-        trace = ScoreTrace(
-            **{name: float(scored.features[name][i]) for name in names}, composite_score=score
-        )
-        fusion = None if fi is None else _fusion_trace(fi, i)
+        trace = {name: float(scored.features[name][i]) for name in names}
+        trace["composite_score"] = score
         relevance = None if fi is None else float(pool.semantic[i])
-        candidates.append(
-            ReceiptCandidate(
-                node_id=node.id,
-                scope=node.scope,
-                node_type=node.node_type,
-                content_sha256=ix.content_sha256[p],
-                paths=paths,
-                score=score,
-                trace=trace,
-                rank_fusion=fusion,
-                semantic_relevance=relevance,
-                token_cost=item.token_cost,
-                in_context=item.in_context,
-                has_content=item.has_content,
-            )
+        receipt_items.append(
+            {
+                "node_id": node.id,
+                "scope": node.scope,
+                "node_type": node.node_type,
+                "content_sha256": ix.content_sha256[p],
+                "paths": paths,
+                "score": score,
+                "trace": trace,
+                "rank_fusion": None if fi is None else _fusion_trace(fi, i),
+                "semantic_relevance": relevance,
+                "token_cost": item.token_cost,
+                "in_context": item.in_context,
+                "has_content": item.has_content,
+            }
         )
-        results.append(
-            RetrievalCandidate(
-                node=node,
-                paths=paths,
-                path_count=len(paths),
-                semantic_score=float(pool.raw_cosine[i]),
-                lexical_score=float(pool.lexical[i]),
-                graph_proximity=float(pool.graph[i]),
-                composite_score=score,
-                semantic_relevance=relevance,
-                score_trace=trace,
-                token_cost=item.token_cost,
-                in_context=item.in_context,
-            )
+        result_items.append(
+            {
+                "node": node,
+                "paths": paths,
+                "path_count": len(paths),
+                "semantic_score": float(pool.raw_cosine[i]),
+                "lexical_score": float(pool.lexical[i]),
+                "graph_proximity": float(pool.graph[i]),
+                "composite_score": score,
+                "semantic_relevance": relevance,
+                "token_cost": item.token_cost,
+                "in_context": item.in_context,
+            }
         )
+    candidates = _RECEIPT_CANDIDATES.validate_python(receipt_items)
+    for result, candidate in zip(result_items, candidates, strict=True):
+        result["score_trace"] = candidate.trace  # the receipt's trace, validated once
+    results = _RESULTS.validate_python(result_items)
     r = o.request
     outcomes: dict[str, Any] = {
         "candidates_generated": pool.generated,
@@ -196,9 +203,9 @@ def build_receipt(
         execution=RetrievalExecution(
             inputs=_recorded_inputs(o, cfg), outcomes=outcomes, features=dict(features_identity)
         ),
-        candidates=tuple(candidates),
+        candidates=candidates,
     )
-    return Built(receipt, tuple(results))
+    return Built(receipt, results)
 
 
 def build_response(

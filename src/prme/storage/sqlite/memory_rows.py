@@ -63,6 +63,7 @@ class MemoryRows(OwnerIndexCache):
             self, conn: sqlite3.Connection, added: Iterable[int], removed: Iterable[int]
         ) -> None: ...
         def embedder_identity(self) -> dict[str, Any] | None: ...
+        def pack_identity(self) -> PackIdentity: ...
 
     # ---------------------------------------------------------------- content writes
     def insert_memories(
@@ -203,12 +204,55 @@ class MemoryRows(OwnerIndexCache):
             seen[key] = index
         return index
 
+    def _snapshot_identity(self, owner: str | None) -> PackIdentity:
+        """The pack identity at the start of a read snapshot, and ``owner``'s sequences with
+        it in the same statement, kept for the snapshot: until this connection writes, they
+        cannot move (:meth:`owner_write_seq` and the owner index read them)."""
+        if owner is None:
+            return self.pack_identity()
+        conn = self.conn
+        try:
+            row = conn.execute(
+                "SELECT (SELECT value FROM meta WHERE key = 'write_seq'),"
+                " (SELECT write_seq FROM owner_sequences WHERE user_id = ?),"
+                " (SELECT delete_seq FROM owner_deletes WHERE user_id = ?)",
+                (owner, owner),
+            ).fetchone()
+        except sqlite3.OperationalError as exc:  # a read-only pack from before the owner tables
+            if "no such table" not in str(exc):
+                raise
+            return self.pack_identity()
+        sequences = (int(row[1] or 0), int(row[2] or 0))
+        self._local.owner_sequences = (owner, conn.total_changes, sequences)
+        return PackIdentity(pack_id=self._pack_id, write_seq=int(row[0]))
+
+    def _kept_sequences(self, user_id: str) -> tuple[int, int] | None:
+        """``user_id``'s sequences kept by the current read snapshot, while this connection
+        has written nothing since."""
+        kept = getattr(self._local, "owner_sequences", None)
+        if kept is None or kept[:2] != (user_id, self.conn.total_changes):
+            return None
+        sequences: tuple[int, int] = kept[2]
+        return sequences
+
+    def owner_write_seq(self, user_id: str) -> int:
+        kept = self._kept_sequences(user_id)
+        if kept is not None:
+            return kept[0]
+        row = self.conn.execute(
+            "SELECT write_seq FROM owner_sequences WHERE user_id = ?", (user_id,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
     def _owner_index_sequences(self, user_id: str) -> tuple[int, int]:
         """The owner's ``(write_seq, delete_seq)``, which key and refresh the owner's column
         index (another owner's writes move neither; ``owner_deletes`` is kept by the pack's
         triggers on ``memories``). A read-only pack from before the owner
         tables has the pack-wide sequences instead, negated (-1 - seq) so that they never equal
         an owner's own."""
+        kept = self._kept_sequences(user_id)
+        if kept is not None:
+            return kept
         try:
             row = self.conn.execute(
                 "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = ?),"

@@ -260,9 +260,8 @@ class SQLiteStore(MemoryRows, OperationsLog):
 
     @contextmanager
     def read_snapshot(self, owner: str | None = None) -> Iterator[PackIdentity]:
-        """A consistent read transaction; yields the pack identity it sees (``owner``: no
-        use here, the owner's sequences are a local read)."""
-        del owner
+        """A consistent read transaction; yields the pack identity it sees, read with
+        ``owner``'s sequences in one statement (:meth:`_snapshot_identity`)."""
         conn = self.conn
         if conn.in_transaction:
             yield self.pack_identity()
@@ -270,9 +269,9 @@ class SQLiteStore(MemoryRows, OperationsLog):
         conn.execute("BEGIN")
         self._local.snapshot_indexes = {}  # owner indexes seen by this read transaction
         try:
-            yield self.pack_identity()
+            yield self._snapshot_identity(owner)
         finally:
-            self._local.snapshot_indexes = None
+            self._local.snapshot_indexes = self._local.owner_sequences = None
             conn.execute("COMMIT")
 
     def _initialize(self) -> None:
@@ -311,12 +310,6 @@ class SQLiteStore(MemoryRows, OperationsLog):
             " ON CONFLICT(user_id) DO UPDATE SET write_seq = write_seq + 1",
             [(user_id,) for user_id in sorted(user_ids)],
         )
-
-    def owner_write_seq(self, user_id: str) -> int:
-        row = self.conn.execute(
-            "SELECT write_seq FROM owner_sequences WHERE user_id = ?", (user_id,)
-        ).fetchone()
-        return 0 if row is None else int(row[0])
 
     def _bump(self, conn: sqlite3.Connection, *keys: str) -> None:
         for key in keys:
