@@ -544,3 +544,29 @@ def test_results_are_lists_owned_by_each_response(client: MemoryClient) -> None:
     first.results.clear()
     again = client.get_retrieval_receipt(first.metadata.request_id, user_id="alice")
     assert again is not None and len(again.candidates) == 1
+
+
+def test_a_retrieval_reads_its_memories_from_the_snapshot_it_ranked(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another connection deletes and updates the returned memories between the ranking and
+    the read of their rows: the retrieval still returns them as it ranked them (one read
+    snapshot), where it raised ``KeyError`` for the deleted ones before."""
+    client, other = make_client(), make_client()
+    ids = [client.store(f"Aster note {i}", user_id="alice") for i in range(4)]
+    store = client.engine.store
+    fetch = store.get_memories_by_rowid
+    seen: list[int] = []
+
+    def meanwhile(rowids: list[int]) -> Any:
+        seen.extend(rowids)
+        assert other.delete(ids[0], user_id="alice") and other.delete(ids[1], user_id="alice")
+        other.update(ids[2], user_id="alice", content="Aster note two, rewritten")
+        return fetch(rowids)
+
+    monkeypatch.setattr(store, "get_memories_by_rowid", meanwhile)
+    response = client.retrieve("Aster note", user_id="alice")
+    assert seen and sorted(contents(response)) == [f"Aster note {i}" for i in range(4)]
+    monkeypatch.undo()
+    after = client.retrieve("Aster note", user_id="alice")
+    assert sorted(contents(after)) == ["Aster note 3", "Aster note two, rewritten"]

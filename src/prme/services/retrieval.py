@@ -72,8 +72,11 @@ def _retrieve(engine: Engine, r: ValidRequest, clock: _Stopwatch) -> RetrievalRe
     analysis = analyze_query(r.query)
     with clock("embed_query"):
         query_vector = embed_queries(engine.embedder, [r.query])[0]
-    with clock("candidates"):
-        with store.read_snapshot(owner) as snapshot:  # the pack identity matches the data read
+    # One read snapshot from the owner index to the returned memories: a memory deleted or
+    # changed meanwhile by another connection is read as the index saw it.
+    with store.read_snapshot(owner) as snapshot:
+        with clock("candidates"):
+            # the pack identity matches the data read
             pack_identity = PackIdentity(
                 pack_id=snapshot.pack_id, write_seq=store.owner_write_seq(owner)
             )
@@ -85,24 +88,27 @@ def _retrieve(engine: Engine, r: ValidRequest, clock: _Stopwatch) -> RetrievalRe
                 ix.size >= PARALLEL_SCAN_ROWS
             ) else None
             lexical = store.lexical_search(owner, scopes, analysis.terms, cfg.lexical_k)
-        hits = channel_hits(
-            ix, in_scope, lambda: finish(scan, ix, query_vector, in_scope, k), lexical,
-            analysis.entity_names, cfg.graph_max_hops, cfg.graph_max_candidates,
-        )  # fmt: skip
-    with clock("score"):
-        settings = r.filter_settings(cfg.unverified_confidence_threshold, to_us(now))
-        pool = candidate_pool(ix, hits, settings)
-        wanted = r.include_cross_scope and scopes is not None
-        hints = cross_scope_hints(ix, hits.cosines, in_scope, settings) if wanted else ()
-        applied = adjusted_weights(r.base, multipliers)
-        scored = score_pool(
-            ix, pool, r.base, applied, cfg.epistemic_weights, to_us(now), analysis.current_state
-        )
-        caps = Caps(r.result_limit, r.min_score, r.max_per_source, r.max_per_evidence)
-        selection = select_candidates(ix, pool, scored, caps)
-    with clock("pack"):
-        nodes = ix.memories(selection.positions, store.get_memories_by_rowid)
-        packed = pack([(m.content, m.event_time or m.created_at) for m in nodes], r.token_budget)
+            hits = channel_hits(
+                ix, in_scope, lambda: finish(scan, ix, query_vector, in_scope, k), lexical,
+                analysis.entity_names, cfg.graph_max_hops, cfg.graph_max_candidates,
+            )  # fmt: skip
+        with clock("score"):
+            settings = r.filter_settings(cfg.unverified_confidence_threshold, to_us(now))
+            pool = candidate_pool(ix, hits, settings)
+            wanted = r.include_cross_scope and scopes is not None
+            hints = cross_scope_hints(ix, hits.cosines, in_scope, settings) if wanted else ()
+            applied = adjusted_weights(r.base, multipliers)
+            scored = score_pool(
+                ix, pool, r.base, applied, cfg.epistemic_weights, to_us(now),
+                analysis.current_state,
+            )  # fmt: skip
+            caps = Caps(r.result_limit, r.min_score, r.max_per_source, r.max_per_evidence)
+            selection = select_candidates(ix, pool, scored, caps)
+        with clock("pack"):
+            nodes = ix.memories(selection.positions, store.get_memories_by_rowid)
+            packed = pack(
+                [(m.content, m.event_time or m.created_at) for m in nodes], r.token_budget
+            )
     outcome = Outcome(
         uuid.uuid4(), r, now, resolution, multipliers, pool, scored, selection, nodes, packed, hints
     )
