@@ -44,14 +44,23 @@ def test_floor_reads_the_gate_not_the_score() -> None:
     assert list(order) == [1, 2]
 
 
-@given(st.lists(st.tuples(st.sampled_from([0.1, 0.5, 0.9]), st.sampled_from([0.0, 1.0])), max_size=30))
-def test_order_equals_the_ranking_key(candidates: list[tuple[float, float]]) -> None:
+@given(
+    st.lists(st.tuples(st.sampled_from([0.1, 0.5, 0.9]), st.sampled_from([0.0, 1.0])), max_size=30),
+    st.sampled_from([1, 2, 5, 64]),
+    st.sampled_from([None, 0.5]),
+)
+def test_order_equals_the_ranking_key(
+    candidates: list[tuple[float, float]], tier: int, floor: float | None
+) -> None:
+    """Whatever the tier (the first one sorted alone), and with ties across its edge."""
     ids = [str(UUID(int=random.Random(i).getrandbits(128))) for i in range(len(candidates))]
     scores = [s for s, _ in candidates]
     paths = [p for _, p in candidates]
     positions = list(range(len(candidates)))
     expected = sorted(positions, key=lambda i: ranking_key(scores[i], paths[i], ids[i]))
-    assert list(ranked_order(scores, paths, ids, positions, scores, None)) == expected
+    expected = [i for i in expected if floor is None or scores[i] >= floor]
+    order = ranked_order(scores, np.array(paths), ids, np.array(positions), scores, floor, tier)
+    assert list(order) == expected
 
 
 def test_caps_and_limit() -> None:
