@@ -108,6 +108,14 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     21.0-22.2k/s; 10k 3.19-3.21 / 3.62-3.65 ms, 25.5k/s; 100k 4.91 / 6.23 ms, 20.7k/s; 1M on
     the kept pack 9.51-11.06 / 13.1-15.0 ms: 9.51 when the returned memories' pages were in the
     OS page cache (fetching them 0.60 ms), 10.49-11.06 when not (2.10-2.14 ms).
+    Session 19 (the same machine; the receipt validated as two lists, the sequences read in
+    one statement, the returned memories read in the ranking's snapshot, the best 64
+    candidates sorted first): 1k 2.57-2.58 / 2.92-2.94 ms, store_many 21.3-21.7k/s; 10k
+    3.15-3.19 / 3.58-3.63 ms (the previous code alternated: 3.19-3.32 before the last two
+    changes, 3.22-3.27 before the first two), 24.8-25.2k/s; 1M on the kept pack 9.50 / 12.8
+    ms with the returned memories' pages cached (fetching them 0.55 ms), 11.34-11.59 /
+    15.1-15.7 ms without (2.13-2.21 ms); PostgreSQL at 100k 6.59 / 8.44 ms (6.67 / 8.41 with
+    the code before the snapshot change).
 
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
