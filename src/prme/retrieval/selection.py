@@ -29,14 +29,14 @@ class Caps:
 # candidate of the first tier outscores every other, so the order is the same; a retrieval
 # that returns 20 of 1,200 candidates sorts about 64 of them.
 ORDER_TIER = 64
-Positions = Sequence[int] | npt.NDArray[np.int64]  # a candidate's position in the owner index
+PositionsLike = Sequence[int] | npt.NDArray[np.int64]  # candidates' positions in the owner index
 
 
 def ranked_order(
     scores: Sequence[float],
     path_score: Sequence[float] | npt.NDArray[np.float64],
     ids: Sequence[str],
-    positions: Positions,
+    positions: PositionsLike,
     gate: Sequence[float],
     floor: float | None,
     tier: int = ORDER_TIER,
@@ -77,7 +77,7 @@ def select(
     order: Iterator[int],
     evidence: Sequence[str],
     content_sha256: Sequence[str],
-    positions: Positions,
+    positions: PositionsLike,
     caps: Caps,
 ) -> tuple[int, ...]:
     """The first ``caps.limit`` candidates of ``order`` within the caps: at most
