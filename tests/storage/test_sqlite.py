@@ -88,6 +88,23 @@ def test_a_retrieval_reads_the_pack_and_owner_sequences_in_one_statement(
     assert receipt is not None and receipt.pack.write_seq == 2  # the owner's two writes
 
 
+def test_a_row_changed_outside_prme_is_refused_with_a_typed_error(
+    client: MemoryClient, pack_path: Path
+) -> None:
+    """A stored value no field accepts (here a scope written by another tool) is reported as
+    the pack's integrity problem, naming the memory, not as a bare KeyError."""
+    node_id = client.store("Aster uses SQLite", user_id="alice")
+    conn = raw(pack_path)
+    conn.execute("UPDATE memories SET scope = 'bogus'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(IntegrityError, match=f"stored memory '{node_id}'.*bogus"):
+        client.get(node_id, user_id="alice")
+    with pytest.raises(IntegrityError, match="bogus"):
+        client.retrieve("Aster", user_id="alice")
+    assert not client.check_pack().ok
+
+
 def test_oplog_is_append_only(client: MemoryClient, pack_path: Path) -> None:
     client.retrieve("anything", user_id="alice")
     conn = raw(pack_path)

@@ -20,6 +20,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
 from prme.canonical import canonical_json
+from prme.errors import IntegrityError
 from prme.index.owner_index import (
     CONDITIONS,
     DECAYS,
@@ -253,34 +254,38 @@ def row_to_node(row: Sequence[Any]) -> MemoryNode:
         evidence_refs,
         ttl_days,
     ) = tuple(row)
-    # Rows were validated when written; construct without re-validating (a hot path).
-    return trusted_node(
-        {
-            "id": uuid.UUID(id_),
-            "user_id": user_id,
-            "scope": _SCOPE[scope],
-            "node_type": _NODE_TYPE[node_type],
-            "content": content,
-            "metadata": None if metadata is None else json.loads(metadata),
-            "session_id": session_id,
-            "role": role,
-            "created_at": from_us(created_at),
-            "updated_at": from_us(updated_at),
-            "event_time": opt_from_us(event_time),
-            "valid_from": from_us(valid_from),
-            "valid_to": opt_from_us(valid_to),
-            "confidence": confidence,
-            "salience": salience,
-            "confidence_base": confidence_base,
-            "salience_base": salience_base,
-            "epistemic_type": _EPISTEMIC[epistemic_type],
-            "source_type": _SOURCE[source_type],
-            "lifecycle_state": _LIFECYCLE[lifecycle_state],
-            "decay_profile": _DECAY[decay_profile],
-            "last_reinforced_at": from_us(last_reinforced_at),
-            "reinforcement_boost": reinforcement_boost,
-            "pinned": bool(pinned),
-            "evidence_refs": tuple(uuid.UUID(r) for r in json.loads(evidence_refs)),
-            "ttl_days": ttl_days,
-        }
-    )
+    # Rows were validated when written; construct without re-validating (a hot path). A row
+    # changed outside prme can still hold a value no field accepts: refused, typed.
+    try:
+        return trusted_node(
+            {
+                "id": uuid.UUID(id_),
+                "user_id": user_id,
+                "scope": _SCOPE[scope],
+                "node_type": _NODE_TYPE[node_type],
+                "content": content,
+                "metadata": None if metadata is None else json.loads(metadata),
+                "session_id": session_id,
+                "role": role,
+                "created_at": from_us(created_at),
+                "updated_at": from_us(updated_at),
+                "event_time": opt_from_us(event_time),
+                "valid_from": from_us(valid_from),
+                "valid_to": opt_from_us(valid_to),
+                "confidence": confidence,
+                "salience": salience,
+                "confidence_base": confidence_base,
+                "salience_base": salience_base,
+                "epistemic_type": _EPISTEMIC[epistemic_type],
+                "source_type": _SOURCE[source_type],
+                "lifecycle_state": _LIFECYCLE[lifecycle_state],
+                "decay_profile": _DECAY[decay_profile],
+                "last_reinforced_at": from_us(last_reinforced_at),
+                "reinforcement_boost": reinforcement_boost,
+                "pinned": bool(pinned),
+                "evidence_refs": tuple(uuid.UUID(r) for r in json.loads(evidence_refs)),
+                "ttl_days": ttl_days,
+            }
+        )
+    except (KeyError, ValueError, TypeError, OverflowError) as exc:
+        raise IntegrityError(f"stored memory {id_!r} holds an invalid value: {exc!r}") from None
