@@ -28,16 +28,15 @@ from pydantic import (
 
 from prme.canonical import canonical_json
 from prme.errors import InvalidInputError
-from prme.models.enums import EpistemicType, NodeType, Scope, SourceType
+from prme.models.enums import EpistemicType, NodeType, Scope, SourceType, members_by_value
 from prme.models.scope import normalize_scope
 from prme.validation import invalid_input, require_aware, require_text
 
 MAX_CONTENT_BYTES = 1_000_000
 MAX_METADATA_DEPTH = 64
 MAX_TTL_DAYS = 1_000_000
-_MEMBERS: dict[type[Enum], dict[str, Enum]] = {
-    kind: {member.value: member for member in kind}
-    for kind in (Scope, NodeType, EpistemicType, SourceType)
+_MEMBERS: dict[type[Enum], Mapping[str, Enum]] = {
+    kind: members_by_value(kind) for kind in (Scope, NodeType, EpistemicType, SourceType)
 }
 
 

@@ -120,7 +120,7 @@ class Selection:
 
 def select_candidates(ix: OwnerIndex, pool: CandidatePool, scored: Scored, caps: Caps) -> Selection:
     """The pool's returned candidates: floor, order, caps and limit."""
-    gate = scored.scores if caps.min_score is None else scored.gate(pool)
+    gate = scored.gate(pool)
     path_score = scored.features["path_score"]
     order = ranked_order(scored.scores, path_score, ix.ids, pool.pos, gate, caps.min_score)
     chosen = select(order, ix.evidence, ix.content_sha256, pool.pos, caps)

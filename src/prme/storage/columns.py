@@ -15,9 +15,8 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
-from enum import Enum
 from operator import attrgetter, itemgetter
-from typing import Any, TypeVar
+from typing import Any
 
 from prme.canonical import canonical_json
 from prme.errors import IntegrityError
@@ -40,6 +39,7 @@ from prme.models.enums import (
     NodeType,
     Scope,
     SourceType,
+    members_by_value,
 )
 from prme.models.memory import MemoryNode, trusted_node
 from prme.storage.timeutil import from_us, opt_from_us, to_us
@@ -211,18 +211,10 @@ def index_row(r: tuple[Any, ...], doc_len: int) -> dict[str, Any]:
     }
 
 
-E = TypeVar("E", bound=Enum)
-
-
-def _members(enum: type[E]) -> dict[str, E]:
-    """``enum``'s members by value: a stored row's values were validated when written, and a
-    dictionary look-up costs a tenth of calling the enum (six per row read)."""
-    return {member.value: member for member in enum}
-
-
-_SCOPE, _NODE_TYPE = _members(Scope), _members(NodeType)
-_EPISTEMIC, _SOURCE = _members(EpistemicType), _members(SourceType)
-_LIFECYCLE, _DECAY = _members(LifecycleState), _members(DecayProfile)
+# Six enums per row read (the row was validated when written), by dictionary look-up.
+_SCOPE, _NODE_TYPE = members_by_value(Scope), members_by_value(NodeType)
+_EPISTEMIC, _SOURCE = members_by_value(EpistemicType), members_by_value(SourceType)
+_LIFECYCLE, _DECAY = members_by_value(LifecycleState), members_by_value(DecayProfile)
 
 
 def row_to_node(row: Sequence[Any]) -> MemoryNode:

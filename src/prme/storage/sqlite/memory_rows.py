@@ -35,6 +35,11 @@ from prme.storage.sqlite.indexes import INDEX_DIR
 
 _NODE_COLUMNS = select_list(NODE_COLUMNS)
 _INSERT_MEMORIES = insert_memories_sql("?")
+# The owner's (write_seq, delete_seq); no row yet means nothing written or deleted: 0.
+_OWNER_SEQUENCES = (
+    "(SELECT write_seq FROM owner_sequences WHERE user_id = ?),"
+    " (SELECT delete_seq FROM owner_deletes WHERE user_id = ?)"
+)
 
 
 class MemoryRows(OwnerIndexCache):
@@ -213,9 +218,7 @@ class MemoryRows(OwnerIndexCache):
         conn = self.conn
         try:
             row = conn.execute(
-                "SELECT (SELECT value FROM meta WHERE key = 'write_seq'),"
-                " (SELECT write_seq FROM owner_sequences WHERE user_id = ?),"
-                " (SELECT delete_seq FROM owner_deletes WHERE user_id = ?)",
+                f"SELECT (SELECT value FROM meta WHERE key = 'write_seq'), {_OWNER_SEQUENCES}",
                 (owner, owner),
             ).fetchone()
         except sqlite3.OperationalError as exc:  # a read-only pack from before the owner tables
@@ -254,11 +257,7 @@ class MemoryRows(OwnerIndexCache):
         if kept is not None:
             return kept
         try:
-            row = self.conn.execute(
-                "SELECT (SELECT write_seq FROM owner_sequences WHERE user_id = ?),"
-                " (SELECT delete_seq FROM owner_deletes WHERE user_id = ?)",
-                (user_id, user_id),
-            ).fetchone()
+            row = self.conn.execute(f"SELECT {_OWNER_SEQUENCES}", (user_id, user_id)).fetchone()
         except sqlite3.OperationalError as exc:
             if "no such table" not in str(exc):
                 raise
