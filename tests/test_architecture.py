@@ -52,9 +52,10 @@ def imports_of(path: Path) -> set[str]:
     return {name for name in found if name == "prme" or name.startswith("prme.")}
 
 
-# Foundation: small modules every layer may use (errors, limits, canonical JSON, input checks).
+# Foundation: small modules every layer may use (errors, limits, canonical JSON, input checks,
+# word runs).
 FOUNDATION = frozenset(
-    {"errors", "limits", "bulk", "timeutil", "canonical", "glossary", "validation"}
+    {"errors", "limits", "bulk", "timeutil", "canonical", "glossary", "validation", "text"}
 )
 MAY_IMPORT: dict[str, frozenset[str]] = {
     **dict.fromkeys(FOUNDATION, FOUNDATION),

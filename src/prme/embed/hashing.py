@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from contextlib import suppress
 from functools import partial
@@ -14,21 +13,12 @@ import numpy as np
 import numpy.typing as npt
 
 from prme.embed.base import EmbedderIdentity
-
-_TOKEN = re.compile(r"\w+", re.UNICODE)
-# An ASCII text's word characters (\w: letters, digits, underscore) kept, every other byte a
-# space: its words are then what _TOKEN finds, split by bytes.translate and str.split in C.
-_ASCII_WORDS = bytes(b if chr(b).isalnum() or b == ord("_") else 32 for b in range(128)) + bytes(
-    [32] * 128
-)
+from prme.text import word_runs
 
 
 def words_of(text: str) -> list[str]:
-    """The lowercased words of ``text``: its runs of word characters, as ``_TOKEN`` finds them."""
-    lowered = text.lower()
-    if lowered.isascii():
-        return lowered.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
-    return _TOKEN.findall(lowered)
+    """The lowercased words of ``text``: its runs of word characters."""
+    return word_runs(text.lower())
 
 
 _is_none = partial(is_, None)

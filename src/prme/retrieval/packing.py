@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-TOKENIZERS: dict[str, Callable[[str], int]] = {
-    "prme-regex-v1": lambda text: len(_TOKEN.findall(text)),
-}
+from prme.text import count_words_and_marks
+
+TOKENIZERS: dict[str, Callable[[str], int]] = {"prme-regex-v1": count_words_and_marks}
 
 
 def count_tokens(text: str, tokenizer: str = "prme-regex-v1") -> int:
