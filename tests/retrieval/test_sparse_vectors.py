@@ -25,6 +25,7 @@ from prme.index.arrays import exact_dot
 from prme.index.owner_index import OwnerIndex
 from prme.index.sparse_vectors import (
     BUILDER,
+    TAIL_ROWS,
     Block,
     SharedBlocks,
     SparseScores,
@@ -219,6 +220,48 @@ def test_blocks_grow_as_whole_chunks_and_keep_the_large_ones() -> None:
 DIMENSION = 256  # the hashing embedder's default: 5% of the components of these sentences
 
 
+def test_the_rows_past_the_whole_chunks_get_a_block_of_their_own() -> None:
+    """The tail (the rows past the last whole chunk) is searched through a block of its own
+    once TAIL_ROWS of its rows are in none. A tail block built for a smaller size serves (the
+    rows after it are scanned) until TAIL_ROWS more rows arrive, but never a snapshot smaller
+    than it."""
+    chunk = block_ranges(1 << 30)[0][1] // 64
+    vectors = np.asarray(
+        HashingEmbedder(dimension=DIMENSION).embed(sentences(2 * chunk + TAIL_ROWS, seed=17)),
+        np.float32,
+    )
+    stacked, shared = StackedRows.of(vectors), SharedBlocks()
+    queries = np.asarray(
+        HashingEmbedder(dimension=DIMENSION).embed(sentences(12, seed=18)), np.float32
+    )
+    mask = np.ones(len(vectors), np.bool_)
+    mask[::3] = False
+
+    def searched(size: int) -> list[tuple[int, int]]:
+        """The blocks searched at ``size`` once built, after checking the top k they give."""
+        shared.usable(stacked, size)  # starts what is missing
+        BUILDER.drain()
+        blocks = shared.usable(stacked, size) or []
+        for query in queries:
+            for k in (10, 300):
+                found = top_k(blocks, stacked, size, query, mask[:size], k)
+                assert found is not None
+                assert same(found, scanned(vectors[:size], query, mask[:size], k))
+        return [(b.start, b.end) for b in blocks]
+
+    assert searched(chunk + TAIL_ROWS - 1) == [(0, chunk)]  # too few rows past the chunk
+    assert searched(chunk + TAIL_ROWS) == [(0, chunk), (chunk, chunk + TAIL_ROWS)]
+    assert searched(chunk + 2 * TAIL_ROWS - 1) == [(0, chunk), (chunk, chunk + TAIL_ROWS)]
+    assert searched(chunk + 2 * TAIL_ROWS) == [(0, chunk), (chunk, chunk + 2 * TAIL_ROWS)]
+    older = shared.usable(stacked, chunk + TAIL_ROWS) or []
+    assert [(b.start, b.end) for b in older] == [(0, chunk)]
+    assert searched(2 * chunk + TAIL_ROWS) == [(0, 2 * chunk), (2 * chunk, 2 * chunk + TAIL_ROWS)]
+    tail = (shared.usable(stacked, len(vectors)) or [])[-1]
+    want = Block.of(vectors[2 * chunk :], 2 * chunk)
+    assert tail.rows.tobytes() == want.rows.tobytes()
+    assert tail.values.tobytes() == want.values.tobytes()
+
+
 def sparse_index(rows: int, policy: AnnPolicy | None = None) -> OwnerIndex:
     vectors = np.asarray(
         HashingEmbedder(dimension=DIMENSION).embed(sentences(rows, seed=9)), np.float32
@@ -243,7 +286,8 @@ def test_an_owner_index_of_sparse_vectors_scans_through_its_postings() -> None:
     assert ix.sparse() and not ix.uses_ann()
     assert not isinstance(sparse_index(SPARSE_SAMPLE_ROWS - 1).scores(queries[0]), SparseScores)
     scores = built_scores(ix, queries[0])
-    assert scores.blocks[-1].end == ix.size - ix.size % 4096  # the rest is the tail
+    # the whole chunk, then the 1,500 rows past it (the tail) in a block of their own
+    assert [(b.start, b.end) for b in scores.blocks] == [(0, 4096), (4096, ix.size)]
     mask = ix.scope_mask(None)
     for query in queries:
         for k in (10, 500):

@@ -60,6 +60,12 @@ PROBE_ROWS = 64
 # keep the vectors' pages out of memory); below, the vectors (15 MB at 10k rows) are read, which
 # is faster (no zeroed buffer to fill): 0.53 ms instead of 0.65 for a top 500 at 10k rows.
 REBUILD_ROWS = 65536
+# The rows past the last whole chunk (the tail: up to 4,095) get a block of their own once this
+# many of them are not in one: a top 500 at 10k rows took 0.40 ms instead of 0.52 with the
+# 1,808-row tail scanned in full. The tail's block is built again in the background once this
+# many more rows have arrived (3.5 ms for 1,808 rows), so a growing owner pays it once per
+# TAIL_ROWS new rows, and scans at most TAIL_ROWS rows in full meanwhile.
+TAIL_ROWS = 512
 BUILDER = Background("prme-sparse")
 
 
@@ -197,6 +203,7 @@ class SharedBlocks:
     built: dict[Range, Block] = field(default_factory=dict)
     pending: bool = False  # a build is queued or running
     largest: int = 0  # the most rows asked for (an older snapshot's smaller size builds nothing)
+    tail: Block | None = None  # rows from the last whole chunk to some size (see TAIL_ROWS)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def up_to(self, position: int) -> SharedBlocks:
@@ -228,8 +235,9 @@ class SharedBlocks:
             return _built_layout(self.built, size) if self.sparse else None
 
     def usable(self, vectors: StackedRows, size: int) -> list[Block] | None:
-        """The blocks of the largest built layout within ``size`` rows, starting a background
-        build of the layout for ``size`` when it is missing; None when these vectors are not
+        """The blocks of the largest built layout within ``size`` rows, and the tail's block
+        when it follows them within ``size``, starting a background build of the layout for
+        ``size`` (or of its tail's block) when it is missing; None when these vectors are not
         sparse, or no layout is built yet."""
         if not self.is_sparse(vectors, size):
             return None
@@ -237,11 +245,25 @@ class SharedBlocks:
             wanted = block_ranges(size)
             if size >= self.largest and not self.pending:
                 self.largest = size
-                if not all(self._built_with_rows(r) for r in wanted):
-                    self.pending = BUILDER.submit(lambda: self._build(vectors, wanted))
-            return _built_layout(self.built, size)
+                built = all(self._built_with_rows(r) for r in wanted)
+                if not built or self._tail_behind(wanted, size):
+                    self.pending = BUILDER.submit(lambda: self._build(vectors, wanted, size))
+            layout = _built_layout(self.built, size)
+            tail = self.tail
+            if layout and tail is not None and tail.start == layout[-1].end and tail.end <= size:
+                return [*layout, tail]
+            return layout
 
-    def _build(self, vectors: StackedRows, wanted: list[Range]) -> None:
+    def _tail_behind(self, wanted: list[Range], size: int) -> bool:
+        """Whether at least TAIL_ROWS rows past the whole chunks of ``size`` rows are in no
+        tail block. Called with the lock held."""
+        covered = wanted[-1][1] if wanted else 0
+        if not wanted or size - covered < TAIL_ROWS:
+            return False
+        tail = self.tail
+        return tail is None or tail.start != covered or size - tail.end >= TAIL_ROWS
+
+    def _build(self, vectors: StackedRows, wanted: list[Range], size: int) -> None:
         try:
             for start, end in wanted:
                 with self.lock:
@@ -254,6 +276,12 @@ class SharedBlocks:
             layout = set(wanted)
             with self.lock:  # the blocks merged into larger ones are dropped
                 self.built = {r: b for r, b in self.built.items() if r in layout}
+                behind = self._tail_behind(wanted, size)
+            if behind and not BUILDER.stopping.is_set():
+                covered = wanted[-1][1]
+                tail = Block.of(np.ascontiguousarray(vectors[covered:size]), covered)
+                with self.lock:
+                    self.tail = tail
         finally:
             with self.lock:
                 self.pending = False
