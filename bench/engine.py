@@ -116,6 +116,12 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     ms with the returned memories' pages cached (fetching them 0.55 ms), 11.34-11.59 /
     15.1-15.7 ms without (2.13-2.21 ms); PostgreSQL at 100k 6.59 / 8.44 ms (6.67 / 8.41 with
     the code before the snapshot change).
+    Session 20 (the same machine; the rows past the last whole chunk in a postings block of
+    their own, ASCII token counts by byte tables): 1k 2.46-2.51 / 2.81-2.87 ms, store_many
+    20.9-21.7k/s; 10k 2.81-2.85 / 3.27-3.30 ms (the previous code alternated: 2.98-3.01),
+    25.4-25.6k/s; 100k 4.45 / 5.78 ms, 22.7k/s; 1M on the kept pack 9.19 / 13.1 ms with the
+    returned memories' pages cached (fetching them 0.49 ms), 11.04 / 16.2 ms without (2.00
+    ms); PostgreSQL at 100k 6.26 / 8.73 ms, store_many 14.4k/s.
 
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
