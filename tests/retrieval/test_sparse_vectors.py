@@ -405,14 +405,17 @@ def test_retrieval_through_the_postings_equals_the_full_scan(
     policy would search graphs at this size (the owner's vectors are sparse)."""
     from conftest import make_config
 
-    texts = sentences(SPARSE_SAMPLE_ROWS + 500, seed=11)
+    texts = sentences(SPARSE_SAMPLE_ROWS + TAIL_ROWS + 100, seed=11)
     client = make_client()
     _filled(client, texts)
     _ranked(client)  # the first retrievals scan in full and start building the postings
     BUILDER.drain()
     ix = client.engine.store.owner_index("alice")
     query = np.asarray(client.engine.embedder.embed(["aster"]), np.float32)[0]
-    assert ix is not None and isinstance(ix.scores(query), SparseScores)
+    assert ix is not None
+    scores = ix.scores(query)
+    assert isinstance(scores, SparseScores)
+    assert [(b.start, b.end) for b in scores.blocks] == [(0, 4096), (4096, ix.size)]  # the tail's
     through_postings = _ranked(client)
     shared_blocks(ix.derived_values).sparse = False  # from now on every cosine is computed
     assert not isinstance(ix.scores(query), SparseScores)
