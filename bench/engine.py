@@ -121,7 +121,10 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     20.9-21.7k/s; 10k 2.81-2.85 / 3.27-3.30 ms (the previous code alternated: 2.98-3.01),
     25.4-25.6k/s; 100k 4.45 / 5.78 ms, 22.7k/s; 1M on the kept pack 9.19 / 13.1 ms with the
     returned memories' pages cached (fetching them 0.49 ms), 11.04 / 16.2 ms without (2.00
-    ms); PostgreSQL at 100k 6.26 / 8.73 ms, store_many 14.4k/s.
+    ms); PostgreSQL at 100k 6.26 / 8.73 ms, store_many 14.4k/s; PostgreSQL at 1M 10.27 / 13.78
+    ms, store_many 12.4k/s, a new process's first retrieve on another host 6.8 s, serving peak
+    RSS 692 MiB; 10,000 owners x 100 memories: open 2.2 ms, retrieve 1.96 / 2.14 ms, an owner's
+    first retrieve 4.9 ms, RSS 444 -> 536 MiB.
 
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
