@@ -246,7 +246,7 @@ class SharedBlocks:
             if size >= self.largest and not self.pending:
                 self.largest = size
                 built = all(self._built_with_rows(r) for r in wanted)
-                if not built or self._tail_behind(wanted, size):
+                if not built or self._tail_due(wanted, size) is not None:
                     self.pending = BUILDER.submit(lambda: self._build(vectors, wanted, size))
             layout = _built_layout(self.built, size)
             tail = self.tail
@@ -254,14 +254,15 @@ class SharedBlocks:
                 return [*layout, tail]
             return layout
 
-    def _tail_behind(self, wanted: list[Range], size: int) -> bool:
-        """Whether at least TAIL_ROWS rows past the whole chunks of ``size`` rows are in no
-        tail block. Called with the lock held."""
-        covered = wanted[-1][1] if wanted else 0
-        if not wanted or size - covered < TAIL_ROWS:
-            return False
-        tail = self.tail
-        return tail is None or tail.start != covered or size - tail.end >= TAIL_ROWS
+    def _tail_due(self, wanted: list[Range], size: int) -> int | None:
+        """Where the tail's block for ``size`` rows starts (the end of the whole chunks
+        ``wanted``) when at least TAIL_ROWS rows past them are in no tail block; else None.
+        Called with the lock held."""
+        if not wanted or size - wanted[-1][1] < TAIL_ROWS:
+            return None
+        covered, tail = wanted[-1][1], self.tail
+        behind = tail is None or tail.start != covered or size - tail.end >= TAIL_ROWS
+        return covered if behind else None
 
     def _build(self, vectors: StackedRows, wanted: list[Range], size: int) -> None:
         try:
@@ -276,9 +277,8 @@ class SharedBlocks:
             layout = set(wanted)
             with self.lock:  # the blocks merged into larger ones are dropped
                 self.built = {r: b for r, b in self.built.items() if r in layout}
-                behind = self._tail_behind(wanted, size)
-            if behind and not BUILDER.stopping.is_set():
-                covered = wanted[-1][1]
+                covered = self._tail_due(wanted, size)
+            if covered is not None and not BUILDER.stopping.is_set():
                 tail = Block.of(np.ascontiguousarray(vectors[covered:size]), covered)
                 with self.lock:
                     self.tail = tail
