@@ -372,6 +372,7 @@ def _retrieve_series(
     timings: dict[str, list[float]] = {}
     generated: dict[str, list[int]] = {}
     persisted = 0
+    answered = _scans_in_processes()
     for i, query in enumerate(asked):
         started, cpu_started = time.perf_counter(), time.process_time()
         response = client.retrieve(query, user_id=OWNER, weights=weights, reference_time=NOW)
@@ -394,12 +395,43 @@ def _retrieve_series(
         generated.setdefault("included", []).append(meta.candidates_included)
     return {
         "queries": len(wall),
+        # vector scans (warm-up included) a scan process answered (prme.index.scan_process)
+        "scans_in_process": _scans_in_processes() - answered,
         "receipts_persisted": persisted,
         "wall_ms": _summary(wall),
         "process_cpu_ms": _summary(cpu),
         "timing_ms": {key: _summary(values) for key, values in sorted(timings.items())},
         "candidates_p50": {k: int(statistics.median(v)) for k, v in sorted(generated.items())},
     }
+
+
+def _scans_in_processes() -> int:
+    from prme.index.scan_process import SCAN_PROCESSES
+
+    return sum(process.answered for process in SCAN_PROCESSES.running())
+
+
+def _scan_processes_ready() -> dict[str, Any]:
+    """Wait until the scan processes the first retrieve started (a large owner with sparse
+    vectors, whose index is saved as it is) are ready: the series then time the steady
+    state. Their number, and how long this waited."""
+    from prme.index.scan_process import SCAN_PROCESSES
+
+    started = time.perf_counter()
+    running = SCAN_PROCESSES.running()
+    ready = sum(process.ready.wait(120) for process in running)
+    return {"scan_processes_ready": ready, "scan_process_wait_ms": _ms_since(started)}
+
+
+def _scan_process_rss_mib() -> list[dict[str, float]]:
+    """Each scan process's resident set by kind and peak (Linux), as :func:`_rss_parts_mib`."""
+    from prme.index.scan_process import SCAN_PROCESSES
+
+    return [_rss_parts_mib(p.pid) for p in SCAN_PROCESSES.running() if p.pid is not None]
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
 
 
 def _receipt_bytes(pack: Path, store: Any = None) -> dict[str, float]:
@@ -517,6 +549,7 @@ def run_one(
                 started = time.perf_counter()
                 store.wait_for_index_saves()
                 result["index_save_wait_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            result.update(_scan_processes_ready())
             if profile:
                 return _profile(client, asked, profile, result)
             result["retrieve"] = {
@@ -582,13 +615,15 @@ def _reopen(
     return result
 
 
-def _rss_parts_mib() -> dict[str, float]:
-    """This process's resident set by kind (Linux): anonymous memory, and mapped file pages
-    (the saved index's arrays and graphs, which the kernel may drop and read again)."""
+def _rss_parts_mib(pid: int | None = None) -> dict[str, float]:
+    """A process's (this one's) resident set by kind (Linux): anonymous memory, and mapped
+    file pages (the saved index's arrays and graphs, which the kernel may drop and read
+    again)."""
     parts = {"RssAnon:": "rss_anon_mib", "RssFile:": "rss_file_mib", "VmHWM:": "peak_rss_mib"}
     found: dict[str, float] = {}
     with suppress(OSError):
-        for line in Path("/proc/self/status").read_text().splitlines():
+        status = Path(f"/proc/{'self' if pid is None else pid}/status")
+        for line in status.read_text().splitlines():
             fields = line.split()
             if fields and fields[0] in parts:
                 found[parts[fields[0]]] = round(int(fields[1]) / 1024, 1)
@@ -617,8 +652,10 @@ def _serve(plan: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         client.retrieve(asked[2], user_id=OWNER, reference_time=NOW)
         second_ms = (time.perf_counter() - started) * 1000
+        processes = _scan_processes_ready()
         for query in asked[3:]:
             client.retrieve(query, user_id=OWNER, reference_time=NOW)
+        processes["scan_process_rss"] = _scan_process_rss_mib()
     return {
         "open_ms": round(opened_ms, 3),
         "first_retrieve_ms": round(first_ms, 3),
@@ -629,6 +666,7 @@ def _serve(plan: dict[str, Any]) -> dict[str, Any]:
         "rss_mib_after_open": after_open,
         "rss_mib_after_first_retrieve": after_first,
         "queries": len(asked) - 1,
+        **processes,
         # after the last query, and this process's peak (VmHWM: getrusage's ru_maxrss would
         # start from the parent's peak, which a child inherits at fork)
         **_rss_parts_mib(),

@@ -1,24 +1,32 @@
-"""The exact vector scan of an owner index, inline or on the process's scan thread.
+"""The exact vector scan of an owner index: inline, on the process's scan thread, or in the
+owner's scan process.
 
 A large owner's scan (numpy on a fixed index snapshot, no store access) can run in one worker
-thread while the caller does the lexical query; both release the GIL. The arithmetic is the
-same in either thread, so the retrieval is the same.
+thread while the caller does the lexical query; both release the GIL. A large owner whose
+vectors are sparse, and whose index is saved as it is, is scanned in a process of its own
+(:mod:`prme.index.scan_process`): their scan holds the GIL. The arithmetic is the same in any
+thread or process, so the retrieval is the same.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 
 import numpy as np
 import numpy.typing as npt
 
 from prme.index.owner_index import OwnerIndex, VectorScores
+from prme.index.scan_process import SCAN_PROCESSES, Answer, ScanUnavailable
 from prme.index.workers import Workers
+from prme.models.enums import Scope
 
 # (the query's scores: every position's exact cosine, or a large owner's approximate searcher;
 # the top positions; their cosines)
 Scan = tuple[VectorScores, npt.NDArray[np.int64], npt.NDArray[np.float32]]
+# A scan started beside the caller (None: not started)
+Started = Future[Scan] | Answer | None
 
 
 def scan(
@@ -55,18 +63,49 @@ class ScanThread:
         return future
 
 
+def start(
+    ix: OwnerIndex,
+    query: npt.NDArray[np.float32],
+    scopes: Sequence[Scope] | None,
+    mask: npt.NDArray[np.bool_],
+    k: int,
+    threaded: bool,
+) -> Started:
+    """The scan started beside the caller: in the process serving the owner's saved index
+    when there is one ready and idle, else on the scan thread when ``threaded`` (a large
+    owner); None: it is done inline, by :func:`finish`. ``mask`` is ``scopes``' mask."""
+    values = None if scopes is None else [s.value for s in scopes]
+    answer = SCAN_PROCESSES.submit(ix, query, values, k)
+    if answer is not None:
+        return answer
+    return SCAN_THREAD.submit(ix, query, mask, k) if threaded else None
+
+
 def finish(
-    started: Future[Scan] | None,
+    started: Started,
     ix: OwnerIndex,
     query: npt.NDArray[np.float32],
     mask: npt.NDArray[np.bool_],
     k: int,
 ) -> Scan:
     """The started scan's result; a scan the busy worker has not begun is taken back and done
-    here (as is one never started)."""
+    here (as is one never started, or one its process did not answer)."""
+    if isinstance(started, Answer):
+        try:
+            return (ix.scores(query), *started.result())
+        except ScanUnavailable:
+            return scan(ix, query, mask, k)
     if started is None or started.cancel():
         return scan(ix, query, mask, k)
     return started.result()
+
+
+def discard(started: Started) -> None:
+    """Give up a started scan (the retrieval failed before :func:`finish`)."""
+    if isinstance(started, Answer):
+        started.discard()
+    elif started is not None:
+        started.cancel()
 
 
 SCAN_THREAD = ScanThread()

@@ -25,7 +25,7 @@ from prme.retrieval.packing import pack
 from prme.retrieval.query import analyze_query
 from prme.retrieval.ranking import score_pool
 from prme.retrieval.receipt_builder import Outcome, build_receipt, build_response
-from prme.retrieval.scan import SCAN_THREAD, finish
+from prme.retrieval.scan import discard, finish, start
 from prme.retrieval.selection import Caps, select_candidates
 from prme.retrieval.validate import ValidRequest, validate_request
 from prme.services.receipts import persist_receipt
@@ -83,15 +83,18 @@ def _retrieve(engine: Engine, r: ValidRequest, clock: _Stopwatch) -> RetrievalRe
             stored = store.owner_index(owner)  # None: nothing stored yet in this pack
             ix = OwnerIndex(engine.embedder.identity.dimension) if stored is None else stored
             in_scope = ix.scope_mask(scopes)
-            k = cfg.vector_k  # a large owner's scan runs on the scan thread meanwhile
-            scan = SCAN_THREAD.submit(ix, query_vector, in_scope, k) if (
-                ix.size >= PARALLEL_SCAN_ROWS
-            ) else None
-            lexical = store.lexical_search(owner, scopes, analysis.terms, cfg.lexical_k)
-            hits = channel_hits(
-                ix, in_scope, lambda: finish(scan, ix, query_vector, in_scope, k), lexical,
-                analysis.entity_names, cfg.graph_max_hops, cfg.graph_max_candidates,
-            )  # fmt: skip
+            k = cfg.vector_k  # a large owner's scan runs on a thread or process meanwhile
+            threaded = ix.size >= PARALLEL_SCAN_ROWS
+            scan = start(ix, query_vector, scopes, in_scope, k, threaded)
+            try:
+                lexical = store.lexical_search(owner, scopes, analysis.terms, cfg.lexical_k)
+                hits = channel_hits(
+                    ix, in_scope, lambda: finish(scan, ix, query_vector, in_scope, k), lexical,
+                    analysis.entity_names, cfg.graph_max_hops, cfg.graph_max_candidates,
+                )  # fmt: skip
+            except BaseException:
+                discard(scan)
+                raise
         with clock("score"):
             settings = r.filter_settings(cfg.unverified_confidence_threshold, to_us(now))
             pool = candidate_pool(ix, hits, settings)

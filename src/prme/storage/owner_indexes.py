@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from prme.index.ann import AnnPolicy
 from prme.index.changed_rows import with_rows_replaced
 from prme.index.owner_index import OwnerIndex
 from prme.index.removed_rows import without_rows
+from prme.index.scan_process import SCAN_PROCESSES
 
 # An owner index of at least this many rows is saved (SQLite: under the pack's index
 # directory; PostgreSQL: in the pack, and a copy in this host's cache), and again after
@@ -98,8 +100,15 @@ class OwnerIndexCache:
             self._ann = policy
 
     def _drop_indexes(self) -> None:
-        """Forget every owner index, and stop their graphs built ahead from being saved (the
-        caller holds ``_index_lock``)."""
+        """Forget every owner index, stop their graphs built ahead from being saved, and stop
+        the scan processes serving their saved copies (the caller holds ``_index_lock``)."""
         for index in self._indexes.values():
             index.graphs.close()
         self._indexes.clear()
+        root = self._saved_index_root()
+        if root is not None:
+            SCAN_PROCESSES.stop_under(root)
+
+    def _saved_index_root(self) -> Path | None:
+        """Where this store saves its owners' indexes (None: nowhere yet)."""
+        return None

@@ -322,6 +322,9 @@ class MemoryRows(OwnerIndexCache):
                     entities,
                 )
 
+    def _saved_index_root(self) -> Path | None:
+        return self._workdir
+
     def _index_root(self) -> Path:
         """Where the owner indexes this store loads or saves are kept on this host
         (:mod:`prme.storage.postgres.saved_index`; memory-mapped): under the index cache, one

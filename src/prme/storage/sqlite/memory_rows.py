@@ -265,6 +265,9 @@ class MemoryRows(OwnerIndexCache):
             return -1 - write_seq, -1 - delete_seq
         return int(row[0] or 0), int(row[1] or 0)
 
+    def _saved_index_root(self) -> Path | None:
+        return self.path / INDEX_DIR
+
     def _refreshed_index(self, user_id: str, dimension: int) -> OwnerIndex:
         # The owner's own sequences: another owner's writes neither refresh nor rebuild it.
         write_seq, delete_seq = self._owner_index_sequences(user_id)
