@@ -53,9 +53,11 @@ from prme.models.enums import Scope
 
 log = logging.getLogger("prme.index")
 
-# From this many rows an owner's scan goes to a process (below, the scan thread's overlap is
-# enough, and a process's memory is not worth it).
-SCAN_PROCESS_ROWS = 65536
+# From this many rows an owner's scan goes to a process. Measured (``bench/engine.py``, retrieve
+# p50 without the query's embedding, scan thread or inline -> process): 5k 3.46-3.51 ->
+# 3.21-3.49 ms, 10k 3.03-3.06 -> 2.80-2.89, 100k 4.67-4.70 -> 3.63-3.70, 1M 9.02-9.15 -> 6.65.
+# Below 10k the gain is too small for a process's memory (70-80 MiB, 35-40 anonymous).
+SCAN_PROCESS_ROWS = 8192
 # How long a new process may take to map the index and report ready, and a started scan to
 # answer, before the process counts as broken (a scan of a million rows takes a few ms).
 START_SECONDS = 120.0
