@@ -71,6 +71,7 @@ from prme.config import RetrievalConfig
 from prme.demo.simulation import SimulationSettings, pass_rates, simulate
 from prme.embed.base import Embedder, EmbedderIdentity, embed_queries
 from prme.embed.registry import make_embedder
+from prme.ids import IdClock, time_ordered
 from prme.learning.gate1 import judge_multipliers
 from prme.learning.groups import group_id, split_unit
 from prme.learning.metrics import ndcg_at_k, recall_at_k, reciprocal_rank_at_k
@@ -294,27 +295,31 @@ class Bench:
 
 
 def seeded_ids(seed: int) -> Callable[[int], list[uuid.UUID]]:
-    """New memory ids as :func:`prme.services.memories.random_uuids` makes them (version 4),
-    drawn from a seeded generator."""
-    draw = random.Random(seed).getrandbits
+    """New memory ids as :func:`prme.ids.new_ids` makes them (version 7, ascending in the
+    order made), at the fixed store time, their counters' starts and random bits drawn from
+    a seeded generator."""
+    rng = random.Random(seed)
+    clock = IdClock()
+    millis = int(STORE_TIME.timestamp() * 1000)
 
     def new(count: int) -> list[uuid.UUID]:
-        return [uuid.UUID(int=draw(128), version=4) for _ in range(count)]
+        first, counter = clock.take(count, millis, rng.getrandbits(25))
+        return time_ordered(count, first, counter, rng.randbytes(6 * count))
 
     return new
 
 
 def build_pack(pack: Path, bench: Bench, memories: dict[str, list[dict[str, Any]]]) -> None:
-    # A memory's id breaks ties in the ranking (the reference's rule), and the engine draws ids
-    # at random: tied candidates (frequent in the BM25-only and RRF modes) would come back in
-    # another order on every fresh pack, and the report would differ between runs. So, as the
-    # clock is fixed, the ids come from a seeded generator.
-    random_ids = memories_service.random_uuids
-    memories_service.random_uuids = seeded_ids(ID_SEED)
+    # A memory's id breaks ties in the ranking (the reference's rule), and the engine's ids
+    # hold the time and random bits: tied candidates (frequent in the BM25-only and RRF modes)
+    # would come back in another order on every fresh pack, and the report would differ between
+    # runs. So, as the clock is fixed, the ids come from a seeded generator.
+    engine_ids = memories_service.new_ids
+    memories_service.new_ids = seeded_ids(ID_SEED)
     try:
         _build_pack(pack, bench, memories)
     finally:
-        memories_service.random_uuids = random_ids
+        memories_service.new_ids = engine_ids
 
 
 def _build_pack(pack: Path, bench: Bench, memories: dict[str, list[dict[str, Any]]]) -> None:

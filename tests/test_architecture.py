@@ -53,9 +53,9 @@ def imports_of(path: Path) -> set[str]:
 
 
 # Foundation: small modules every layer may use (errors, limits, canonical JSON, input checks,
-# word runs).
+# word runs, new ids).
 FOUNDATION = frozenset(
-    {"errors", "limits", "bulk", "timeutil", "canonical", "glossary", "validation", "text"}
+    {"errors", "limits", "bulk", "timeutil", "canonical", "glossary", "validation", "text", "ids"}
 )
 MAY_IMPORT: dict[str, frozenset[str]] = {
     **dict.fromkeys(FOUNDATION, FOUNDATION),

@@ -3,9 +3,6 @@ storing its memories one by one stores."""
 
 from __future__ import annotations
 
-import os
-import pickle
-import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -17,33 +14,6 @@ from prme.services import memories
 from prme.validation import to_utc
 
 NOW = datetime(2026, 9, 1, tzinfo=UTC)
-
-
-def test_random_uuids_are_uuid4s_of_the_same_random_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    data = bytes(range(256))[:48] + bytes([0xFF] * 16)
-    drawn: list[int] = []
-
-    def urandom(size: int) -> bytes:
-        drawn.append(size)
-        return data[:size]
-
-    monkeypatch.setattr(os, "urandom", urandom)
-    made = memories.random_uuids(4)
-    assert drawn == [64]  # one read for the batch
-    assert made == [uuid.UUID(bytes=data[i : i + 16], version=4) for i in range(0, 64, 16)]
-    for made_one in made:  # an ordinary UUID in every respect
-        twin = uuid.UUID(int=made_one.int)
-        assert type(made_one) is uuid.UUID and made_one.is_safe is uuid.SafeUUID.unknown
-        assert (hash(made_one), str(made_one), made_one.hex) == (hash(twin), str(twin), twin.hex)
-        assert pickle.loads(pickle.dumps(made_one)) == twin
-
-
-def test_random_uuids_are_version_4_and_distinct() -> None:
-    made = memories.random_uuids(2000)
-    assert len(set(made)) == 2000
-    assert {(u.version, u.variant) for u in made} == {(4, uuid.RFC_4122)}
-    assert all(uuid.UUID(str(u)) == u for u in made[:50])
-    assert memories.random_uuids(0) == []
 
 
 @pytest.mark.sqlite_only

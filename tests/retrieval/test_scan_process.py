@@ -240,3 +240,52 @@ def test_another_owner_is_never_answered_by_this_owners_process(
     monkeypatch.setattr(scan_process, "SCAN_PROCESS_ROWS", 10**9)
     assert _outcomes(client, "bob") == bobs
     BUILDER.drain()
+
+
+SERVE_THEN_WAIT = """
+import sys, time
+from prme import MemoryClient
+from prme.config import EmbeddingConfig, PRMEConfig
+from prme.index import scan_process
+from prme.storage import owner_indexes
+owner_indexes.SAVE_INDEX_ROWS, scan_process.SCAN_PROCESS_ROWS = 64, 1024
+client = MemoryClient(sys.argv[1], config=PRMEConfig(embedding=EmbeddingConfig(provider="hash")))
+client.retrieve("kafka outage", user_id="alice")
+(process,) = scan_process.SCAN_PROCESSES.running()
+assert process.ready.wait(120)
+print(process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has exited (gone, or a zombie its new parent has not reaped yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.sqlite_only  # the pack is opened by path in another process
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_a_scan_process_exits_when_its_parent_is_killed(
+    filled: Callable[[], MemoryClient], pack_path: Path
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    with subprocess.Popen(
+        [sys.executable, "-c", SERVE_THEN_WAIT, str(pack_path)], stdout=subprocess.PIPE, text=True
+    ) as parent:
+        try:
+            assert parent.stdout is not None
+            child = int(parent.stdout.readline())
+            assert not _exited(child)
+        finally:
+            parent.kill()
+    deadline = time.monotonic() + 30
+    while not _exited(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _exited(child)  # it read the end of its pipe

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from support.read_only import read_only, unprivileged
 
 from prme import MemoryClient
+from prme.services import memories
 from prme.services.integrity import check_pack
 from prme.storage import digest
 from prme.storage.columns import VALUE_COLUMNS
@@ -335,11 +336,17 @@ def test_a_batch_of_row_hashes_tells_apart_values_that_compare_equal() -> None:
 def test_a_batch_stores_what_earlier_versions_stored(
     client: MemoryClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Fixed ids (os.urandom) and clock: the pack digest and row hashes earlier versions of
-    # store_many computed for these inputs (before its rows were built and hashed by column),
-    # so a pack filled with the same inputs keeps its digest.
+    # Fixed ids and clock: the pack digest and row hashes earlier versions of store_many
+    # computed for these inputs (before its rows were built and hashed by column), so a pack
+    # filled with the same inputs keeps its digest. The ids are those earlier versions drew
+    # (version 4, from one 16-byte read of os.urandom per id, here a seeded stream).
     stream = np.random.default_rng(7)
-    monkeypatch.setattr(os, "urandom", stream.bytes)
+
+    def drawn_ids(count: int) -> list[uuid.UUID]:
+        data = stream.bytes(16 * count)
+        return [uuid.UUID(bytes=data[i : i + 16], version=4) for i in range(0, 16 * count, 16)]
+
+    monkeypatch.setattr(memories, "new_ids", drawn_ids)
     items = [
         *ITEMS,
         *(

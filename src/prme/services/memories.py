@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from prme.bulk import gc_paused
 from prme.canonical import canonical_json
 from prme.engine import Engine
 from prme.errors import InvalidInputError, NotFoundError
+from prme.ids import new_ids
 from prme.index.owner_index import NO_TTL
 from prme.models.enums import (
     DecayProfile,
@@ -101,25 +101,6 @@ def _utc_or_none(now: datetime) -> datetime | None:
         return None
 
 
-_new_uuid = object.__new__
-_set = object.__setattr__
-
-
-def random_uuids(count: int) -> list[uuid.UUID]:
-    """``count`` random (version 4) UUIDs, as :func:`uuid.uuid4` makes them (16 bytes of
-    ``os.urandom`` each, version and variant bits set), from one ``os.urandom`` call."""
-    raw = np.frombuffer(os.urandom(16 * count), dtype=np.uint8).reshape(count, 16).copy()
-    raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40  # version 4
-    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80  # RFC 4122 variant
-    data, made, unknown = raw.tobytes(), [], uuid.SafeUUID.unknown
-    for at in range(0, 16 * count, 16):
-        # What UUID(int=...) sets, without its argument checks (the value is in range).
-        made.append(value := _new_uuid(uuid.UUID))
-        _set(value, "int", int.from_bytes(data[at : at + 16], "big"))
-        _set(value, "is_safe", unknown)
-    return made
-
-
 Defaults = tuple[NodeType, str, EpistemicType, SourceType, float, DecayProfile]
 _DEFAULTS: dict[tuple[Any, ...], Defaults] = {}  # a batch repeats few combinations
 _DEFAULTS_LIMIT = 4096  # roles are free text: the memo stays bounded
@@ -176,7 +157,7 @@ def _node(
         conf = g["confidence"]
     sal = 0.5 if g["salience"] is None else g["salience"]
     values: dict[str, Any] = {
-        "id": node_id or uuid.uuid4(),
+        "id": node_id or new_ids(1)[0],
         "user_id": owner,
         "scope": Scope.PERSONAL if g["scope"] is None else g["scope"],
         "node_type": ntype,
@@ -294,7 +275,7 @@ def _store_batch(engine: Engine, items: Sequence[Mapping[str, Any]], user_id: st
         raise InvalidInputError("items", f"at most {MAX_BATCH} memories per batch")
     now = engine.clock()
     now_utc = _utc_or_none(now)
-    new_ids = random_uuids(2 * len(items))  # each memory's id and its evidence event's
+    made = new_ids(2 * len(items))  # each memory's id and its evidence event's
     nodes: list[MemoryNode] = []
     for index, item in enumerate(items):
         if isinstance(item, str):
@@ -308,7 +289,7 @@ def _store_batch(engine: Engine, items: Sequence[Mapping[str, Any]], user_id: st
             _known_fields({k: v for k, v in fields.items() if k != "content"}, f"items[{index}].")
         try:
             given = StoreInput.parse(fields, now)
-            ids = new_ids[2 * index : 2 * index + 2]
+            ids = made[2 * index : 2 * index + 2]
             nodes.append(_node(given, owner, now, now_utc, ids[1], ids[0]))
         except InvalidInputError as exc:
             raise InvalidInputError(f"items[{index}].{exc.field}", str(exc), exc.value) from None
