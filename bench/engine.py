@@ -125,6 +125,17 @@ average 0.0-1.3), so each cell is the range over the runs. Issue baseline (load 
     ms, store_many 12.4k/s, a new process's first retrieve on another host 6.8 s, serving peak
     RSS 692 MiB; 10,000 owners x 100 memories: open 2.2 ms, retrieve 1.96 / 2.14 ms, an owner's
     first retrieve 4.9 ms, RSS 444 -> 536 MiB.
+    Session 21 (the same machine; a large sparse owner's scan in a process of its own, new
+    memory ids time-ordered): 1k 2.56-2.60 / 2.88-2.97 ms, store_many 21.0-21.7k/s; 10k
+    2.77-2.89 / 3.44-3.79 ms (the previous code alternated: 3.03-3.06), 25.4-25.5k/s; 100k 3.64
+    / 4.98 ms (previous code: 4.67-4.70), 23.8k/s; 1M on the kept pack 6.65 / 9.3-9.5 ms with
+    the pages cached (previous code: 9.02-9.15), 8.72-8.76 / 12.2-12.9 ms with the pack's pages
+    dropped from the OS page cache first (``posix_fadvise(DONTNEED)`` on its files; previous
+    code 11.19-11.36), serving peak RSS 503 MiB plus the scan process's 332 MiB (286 of it the
+    saved index's mapped pages); filling 1M (``--storage``) 20.9-21.5k/s (previous code
+    17.5k/s); PostgreSQL at 100k 5.95 / 7.44 ms, store_many 14.2k/s. ``scans_in_process``
+    counts the series' vector scans a scan process answered, ``scan_process_wait_ms`` how long
+    the run waited for it to be ready after the first retrieve.
 
     recall@10 at 1M is a property of the hashing embedder's sparse vectors: searching the same
     graphs with a wider expansion gives 0.90 / 0.93 / 0.975 at 512 / 1,024 / 2,048 (the ANN
