@@ -294,7 +294,7 @@ class Bench:
         )
 
 
-def seeded_ids(seed: int) -> Callable[[int], list[uuid.UUID]]:
+def seeded_ids(seed: int) -> Callable[[str, int], list[uuid.UUID]]:
     """New memory ids as :func:`prme.ids.new_ids` makes them (version 7, ascending in the
     order made), at the fixed store time, their counters' starts and random bits drawn from
     a seeded generator."""
@@ -302,8 +302,8 @@ def seeded_ids(seed: int) -> Callable[[int], list[uuid.UUID]]:
     clock = IdClock()
     millis = int(STORE_TIME.timestamp() * 1000)
 
-    def new(count: int) -> list[uuid.UUID]:
-        first, counter = clock.take(count, millis, rng.getrandbits(25))
+    def new(owner: str, count: int) -> list[uuid.UUID]:
+        first, counter = clock.take(owner, count, millis, rng.getrandbits(25))
         return time_ordered(count, first, counter, rng.randbytes(6 * count))
 
     return new

@@ -60,13 +60,36 @@ def test_time_ordered_ids_are_ordinary_uuids() -> None:
 
 def test_the_id_clock_counts_on_within_a_millisecond_and_never_goes_back() -> None:
     clock = IdClock()
-    assert clock.take(3, 100, 7) == (100, 7)
-    assert clock.take(2, 100, 999) == (100, 10)  # the same millisecond: counted on
-    assert clock.take(1, 99, 0) == (100, 12)  # the clock went back: the ids did not
-    assert clock.take(1, 101, 40) == (101, 40)  # a later millisecond: a new start
+    assert clock.take("alice", 3, 100, 7) == (100, 7)
+    assert clock.take("alice", 2, 100, 999) == (100, 10)  # the same millisecond: counted on
+    assert clock.take("alice", 1, 99, 0) == (100, 12)  # the clock went back: the ids did not
+    assert clock.take("alice", 1, 101, 40) == (101, 40)  # a later millisecond: a new start
     top = (1 << COUNTER_BITS) - 2
-    assert clock.take(5, 102, top) == (102, top)  # runs over into the next millisecond
-    assert clock.take(1, 102, 0) == (103, 3)
+    assert clock.take("alice", 5, 102, top) == (102, top)  # runs over into the next one
+    assert clock.take("alice", 1, 102, 0) == (103, 3)
+
+
+def test_an_owners_ids_do_not_count_other_owners_ids() -> None:
+    """Within a millisecond the counter goes on per owner: alice's next id is the same
+    whether or not bob got ids meanwhile."""
+    clock = IdClock()
+    assert clock.take("alice", 1, 500, 20) == (500, 20)
+    assert clock.take("bob", 1000, 500, 33) == (500, 33)
+    assert clock.take("alice", 1, 500, 0) == (500, 21)
+    assert clock.take("bob", 1, 500, 0) == (500, 1033)
+
+
+def test_the_clock_forgets_owners_only_once_their_millisecond_is_past(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ids, "KEPT_OWNERS", 3)
+    clock = IdClock()
+    for owner in ("a", "b", "c"):
+        clock.take(owner, 1, 10, 0)
+    clock.take("d", 1, 10, 0)  # four owners at the current millisecond: all kept
+    assert clock.take("a", 1, 10, 50) == (10, 1)
+    clock.take("e", 1, 11, 0)  # a later millisecond: those before it are forgotten
+    assert clock.take("a", 1, 10, 50) == (10, 50)
 
 
 def test_new_ids_ascend_across_calls_threads_and_a_clock_that_goes_back(
@@ -80,19 +103,19 @@ def test_new_ids_ascend_across_calls_threads_and_a_clock_that_goes_back(
         return urandom(size)
 
     monkeypatch.setattr(os, "urandom", counted)
-    first = new_ids(2000)
+    first = new_ids("alice", 2000)
     assert drawn == [4 + 6 * 2000]  # one read for the batch
     assert first == sorted(first) and len(set(first)) == 2000
     assert abs(_parts(first[0])[0] - time.time_ns() // 1_000_000) < 60_000
     monkeypatch.setattr(time, "time_ns", lambda: 0)  # the clock jumps back to 1970
-    later = new_ids(3)
+    later = new_ids("alice", 3)
     assert later == sorted(later) and later[0] > first[-1]
-    assert new_ids(0) == []
+    assert new_ids("alice", 0) == []
 
     made: list[list[uuid.UUID]] = []
 
     def make() -> None:
-        made.append(ids.new_ids(500))
+        made.append(ids.new_ids("alice", 500))
 
     threads = [threading.Thread(target=make) for _ in range(4)]
     for thread in threads:

@@ -5,14 +5,15 @@ land on random pages of it. At a million memories a batch of 1,000 dirtied about
 pages, each written to the log at commit and again at the checkpoint: appending batches took
 58-78 ms each, against 45-47 ms with time-ordered ids, whose batch lands on a few pages at the
 end (measured on a copy of the benchmark's 1M pack). Listing memories by id also returns them in
-the order they were stored, and a new memory sorts after every earlier one of this process.
+the order they were stored, and a new memory sorts after every earlier one of its owner made by
+this process.
 
 Layout (RFC 9562, method 1): the 48-bit Unix time in milliseconds; the version; a 26-bit counter
 (the 12 bits of ``rand_a`` and, after the variant, 14 bits of ``rand_b``), started at a random
-value below 2**25 in each new millisecond and counted up within it; then 48 random bits. The
-counter running over moves the time on by a millisecond, and a clock that goes back does not
-move the ids back: they stay ascending within a process. Ids of two processes stay distinct by
-their random bits (and counters' random starts).
+value below 2**25 in each new millisecond and counted up within it, per owner; then 48 random
+bits. The counter running over moves the time on by a millisecond, and a clock that goes back
+does not move the ids back: an owner's ids stay ascending within a process. Ids of two owners
+or processes stay distinct by their random bits (and counters' random starts).
 """
 
 from __future__ import annotations
@@ -59,34 +60,41 @@ def time_ordered(count: int, millis: int, counter: int, random: bytes) -> list[u
 
 
 class IdClock:
-    """Where the next id's time and counter are, per process (thread-safe)."""
+    """Where each owner's next id's time and counter are, in this process (thread-safe). The
+    counter counts one owner's ids only: an owner's ids never tell how many ids other owners
+    got in the same millisecond."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._millis = 0
-        self._next = 0  # the next counter value at ``_millis``
+        self._next: dict[str, tuple[int, int]] = {}  # owner -> (time, counter) of its next id
 
-    def take(self, count: int, now_millis: int, counter_start: int) -> tuple[int, int]:
-        """The time and counter of the first of ``count`` new ids at ``now_millis``: a later
-        millisecond starts at ``counter_start``, else the counter goes on from the last id."""
+    def take(self, owner: str, count: int, now_millis: int, counter_start: int) -> tuple[int, int]:
+        """The time and counter of the first of ``count`` new ids of ``owner`` at
+        ``now_millis``: a later millisecond starts at ``counter_start``, else the counter goes
+        on from the owner's last id."""
         with self._lock:
-            if now_millis > self._millis:
-                self._millis, self._next = now_millis, counter_start
-            millis, counter = self._millis, self._next
+            millis, counter = self._next.get(owner, (0, 0))
+            if now_millis > millis:
+                millis, counter = now_millis, counter_start
             end = counter + count
-            self._millis, self._next = millis + (end >> COUNTER_BITS), end & _COUNTER_MASK
+            self._next[owner] = (millis + (end >> COUNTER_BITS), end & _COUNTER_MASK)
+            if len(self._next) > KEPT_OWNERS:  # those before now start afresh anyway
+                self._next = {o: at for o, at in self._next.items() if at[0] >= now_millis}
             return millis, counter
 
 
+# Owners whose next id is kept past the current millisecond (the rest are forgotten, which only
+# matters for a clock that goes back).
+KEPT_OWNERS = 4096
 _CLOCK = IdClock()
 
 
-def new_ids(count: int) -> list[uuid.UUID]:
-    """``count`` new ids, ascending and after every id this process made before (one
-    ``os.urandom`` call)."""
+def new_ids(owner: str, count: int) -> list[uuid.UUID]:
+    """``count`` new ids for ``owner``'s records, ascending and after every id this process made
+    for the owner before (one ``os.urandom`` call)."""
     if count <= 0:
         return []
     drawn = os.urandom(4 + RANDOM_BYTES * count)
     start = int.from_bytes(drawn[:4], "big") >> (32 - COUNTER_BITS + 1)  # below 2**25
-    millis, counter = _CLOCK.take(count, time.time_ns() // 1_000_000, start)
+    millis, counter = _CLOCK.take(owner, count, time.time_ns() // 1_000_000, start)
     return time_ordered(count, millis, counter, drawn[4:])

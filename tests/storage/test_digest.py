@@ -342,7 +342,7 @@ def test_a_batch_stores_what_earlier_versions_stored(
     # (version 4, from one 16-byte read of os.urandom per id, here a seeded stream).
     stream = np.random.default_rng(7)
 
-    def drawn_ids(count: int) -> list[uuid.UUID]:
+    def drawn_ids(owner: str, count: int) -> list[uuid.UUID]:
         data = stream.bytes(16 * count)
         return [uuid.UUID(bytes=data[i : i + 16], version=4) for i in range(0, 16 * count, 16)]
 

@@ -157,7 +157,7 @@ def _node(
         conf = g["confidence"]
     sal = 0.5 if g["salience"] is None else g["salience"]
     values: dict[str, Any] = {
-        "id": node_id or new_ids(1)[0],
+        "id": node_id or new_ids(owner, 1)[0],
         "user_id": owner,
         "scope": Scope.PERSONAL if g["scope"] is None else g["scope"],
         "node_type": ntype,
@@ -275,7 +275,7 @@ def _store_batch(engine: Engine, items: Sequence[Mapping[str, Any]], user_id: st
         raise InvalidInputError("items", f"at most {MAX_BATCH} memories per batch")
     now = engine.clock()
     now_utc = _utc_or_none(now)
-    made = new_ids(2 * len(items))  # each memory's id and its evidence event's
+    made = new_ids(owner, 2 * len(items))  # each memory's id and its evidence event's
     nodes: list[MemoryNode] = []
     for index, item in enumerate(items):
         if isinstance(item, str):
