@@ -289,3 +289,16 @@ def test_a_scan_process_exits_when_its_parent_is_killed(
     while not _exited(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _exited(child)  # it read the end of its pipe
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads descriptors from /proc")
+def test_the_scan_process_never_writes_to_the_parents_stdout(
+    filled: Callable[[], MemoryClient],
+) -> None:
+    """An MCP server over stdio speaks on its stdout: the child's is /dev/null, its stdin too,
+    and its stderr is the parent's (where a failure's traceback belongs)."""
+    client = filled()
+    process = _ready(client)
+    fds = Path(f"/proc/{process.pid}/fd")
+    assert os.readlink(fds / "0") == os.readlink(fds / "1") == os.devnull
+    assert os.readlink(fds / "2") == os.readlink(f"/proc/{os.getpid()}/fd/2")

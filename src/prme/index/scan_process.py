@@ -147,7 +147,10 @@ class ScanProcess:
         try:
             self._popen = subprocess.Popen(
                 [sys.executable, "-c", CHILD, str(child_reads), str(child_writes)],
+                # never the parent's stdout: an MCP server over stdio speaks on it (errors
+                # still reach the parent's stderr)
                 stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
                 pass_fds=(child_reads, child_writes),
                 env=env,
                 start_new_session=True,
