@@ -302,3 +302,44 @@ def test_the_scan_process_never_writes_to_the_parents_stdout(
     fds = Path(f"/proc/{process.pid}/fd")
     assert os.readlink(fds / "0") == os.readlink(fds / "1") == os.devnull
     assert os.readlink(fds / "2") == os.readlink(f"/proc/{os.getpid()}/fd/2")
+
+
+@pytest.mark.parametrize("stopped_at", ["before the spawn", "after the spawn"])
+def test_a_process_stopped_while_it_starts_is_reaped_and_never_ready(
+    filled: Callable[[], MemoryClient], monkeypatch: pytest.MonkeyPatch, stopped_at: str
+) -> None:
+    """A pack closed while its process starts: a child spawned after the stop, or spawned and
+    not ready yet, is stopped and reaped by the starting thread; it never counts as ready."""
+    import threading
+
+    from prme.index import index_file
+    from prme.index.scan_process import Served
+
+    client = filled()
+    index = client.engine.store.owner_index("alice")
+    assert index is not None and index.index_dir is not None
+    served = Served.of(index)
+    stamp = index_file.read_stamp(index.index_dir)
+    assert served is not None and stamp is not None and served.stamped(stamp)
+    reached, stopped = threading.Event(), threading.Event()
+    spawn = ScanProcess._spawn
+
+    def spawn_around_the_stop(self: ScanProcess) -> None:
+        if stopped_at == "after the spawn":
+            spawn(self)
+        reached.set()
+        assert stopped.wait(60)
+        if stopped_at == "before the spawn":
+            spawn(self)
+
+    monkeypatch.setattr(ScanProcess, "_spawn", spawn_around_the_stop)
+    process = ScanProcess(served, stamp)
+    starting = threading.Thread(target=process.start)
+    starting.start()
+    assert reached.wait(60)
+    process.stop()
+    stopped.set()
+    starting.join(60)
+    assert not starting.is_alive()
+    assert process.pid is not None and process.exited
+    assert process.broken and not process.ready.is_set()

@@ -118,6 +118,8 @@ class ScanProcess:
         self._mutex = threading.Lock()  # held by the scan in flight, from send to answer
         self._in_flight: weakref.ref[Answer] | None = None
         self._unread = False  # the answer of a scan given up is still in the pipe
+        self._lifecycle = threading.Lock()  # orders the child's start with a stop
+        self._stopping = False
 
     @property
     def pid(self) -> int | None:
@@ -129,14 +131,36 @@ class ScanProcess:
         return self._popen is None or self._popen.returncode is not None
 
     def start(self) -> None:
-        """Start the child and wait until it has mapped the index (on a background thread)."""
+        """Start the child and wait until it has mapped the index (on a background thread,
+        the only user of the pipes until the process is ready)."""
         try:
             self._start()
         except Exception:
-            log.warning("no scan process for %s", self.served.directory, exc_info=True)
-            self.stop()
+            if not self._stopping:
+                log.warning("no scan process for %s", self.served.directory, exc_info=True)
+            self._mark_broken()
+            self._close()
 
     def _start(self) -> None:
+        if self._stopping:
+            raise ScanUnavailable("stopped before it started")
+        self._spawn()
+        with self._lifecycle:  # a stop before this saw no child: the failure here reaps it
+            if self._stopping:
+                raise ScanUnavailable("stopped while it started")
+        assert self._send is not None and self._receive is not None
+        self._send.send((str(self.served.directory), self.stamp.as_json(), __file__))
+        if not self._receive.poll(START_SECONDS):
+            raise ScanUnavailable("the scan process did not start in time")
+        status, detail = self._receive.recv()
+        if status != "ready":
+            raise ScanUnavailable(f"the scan process refused the index: {detail}")
+        with self._lifecycle:
+            if self._stopping:
+                raise ScanUnavailable("stopped while it started")
+            self.ready.set()
+
+    def _spawn(self) -> None:
         child_reads, parent_writes = os.pipe()
         parent_reads, child_writes = os.pipe()
         env = dict(os.environ)
@@ -164,13 +188,6 @@ class ScanProcess:
                 os.close(fd)
         self._send = Connection(parent_writes, readable=False)
         self._receive = Connection(parent_reads, writable=False)
-        self._send.send((str(self.served.directory), self.stamp.as_json(), __file__))
-        if not self._receive.poll(START_SECONDS):
-            raise ScanUnavailable("the scan process did not start in time")
-        status, detail = self._receive.recv()
-        if status != "ready":
-            raise ScanUnavailable(f"the scan process refused the index: {detail}")
-        self.ready.set()
 
     def submit(
         self, query: npt.NDArray[np.float32], scopes: list[str] | None, k: int
@@ -213,35 +230,52 @@ class ScanProcess:
         self.answered += 1
         return np.asarray(positions, np.int64), np.asarray(cosines, np.float32)
 
+    def _mark_broken(self) -> None:
+        if not self.broken:
+            self.broken, self.broken_at = True, time.monotonic()
+
     def _break(self) -> None:
         """Count this process as broken and stop it (on a thread: the caller may be about to
         release the mutex that :meth:`stop` waits for)."""
         if not self.broken:
-            self.broken, self.broken_at = True, time.monotonic()
+            self._mark_broken()
             _in_background(self.stop)
 
     def stop(self) -> None:
-        """Close the pipes (the child exits when it reads their end) and reap the child. The
-        pipes are closed only with the mutex held: a closed descriptor's number can be reused
-        by another file at once, which a scan in flight must never write to or read from."""
-        if not self.broken:
-            self.broken, self.broken_at = True, time.monotonic()
+        """Stop the child. A ready one: its pipes are closed (it exits when it reads their
+        end) and it is reaped. One still starting is killed, and the starting thread closes
+        the pipes and reaps it."""
+        with self._lifecycle:
+            self._stopping = True
+            ready, popen = self.ready.is_set(), self._popen
+        self._mark_broken()
+        if not ready:
+            if popen is not None and popen.poll() is None:
+                popen.kill()
+            return
+        # The pipes are closed only with the mutex held: a closed descriptor's number can be
+        # reused by another file at once, which a scan in flight must never touch.
         held = self._mutex.acquire(timeout=ANSWER_SECONDS + 5)
         try:
-            if held and self._send is not None:
-                self._send.close()  # the child reads the end of its input and exits
-            popen = self._popen
-            if popen is not None:
-                try:
-                    popen.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    popen.kill()
-                    popen.wait()
-            if held and self._receive is not None:
-                self._receive.close()
+            self._close(pipes=held)
         finally:
             if held:
                 self._mutex.release()
+
+    def _close(self, pipes: bool = True) -> None:
+        """Close the pipe to the child (it exits), reap it (killed after 5 s), and close the
+        pipe from it."""
+        if pipes and self._send is not None:
+            self._send.close()
+        popen = self._popen
+        if popen is not None:
+            try:
+                popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+        if pipes and self._receive is not None:
+            self._receive.close()
 
 
 class Answer:
