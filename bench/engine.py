@@ -553,17 +553,17 @@ def run_one(
                 # read, saved and, past the threshold, its segments built
                 started = time.perf_counter()
                 client.build_index(user_id=OWNER)
-                result["build_index_ms"] = round((time.perf_counter() - started) * 1000, 3)
+                result["build_index_ms"] = _ms_since(started)
             # the first retrieval loads the owner's column index from the pack
             started = time.perf_counter()
             client.retrieve(asked[0], user_id=OWNER, reference_time=NOW)
-            result["first_retrieve_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            result["first_retrieve_ms"] = _ms_since(started)
             if store is not None:
                 # PostgreSQL saves the new owner index on a background thread (seconds at
                 # 100k); the series below time retrieval, not retrieval beside that save
                 started = time.perf_counter()
                 store.wait_for_index_saves()
-                result["index_save_wait_ms"] = round((time.perf_counter() - started) * 1000, 3)
+                result["index_save_wait_ms"] = _ms_since(started)
             result.update(_scan_processes_ready())
             if profile:
                 return _profile(client, asked, profile, result)
@@ -779,7 +779,7 @@ def run_owners(owners: int, per_owner: int = 100) -> dict[str, Any]:
         rss_before = _rss_mib()
         started = time.perf_counter()
         with MemoryClient(pack, config=_config("hash")) as client:
-            result["open_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            result["open_ms"] = _ms_since(started)
             result["rss_mib_after_open"] = _rss_mib()
             first: list[float] = []
             again: list[float] = []

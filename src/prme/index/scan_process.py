@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -190,7 +190,7 @@ class ScanProcess:
         self._receive = Connection(parent_reads, writable=False)
 
     def submit(
-        self, query: npt.NDArray[np.float32], scopes: list[str] | None, k: int
+        self, query: npt.NDArray[np.float32], scopes: Sequence[Scope] | None, k: int
     ) -> Answer | None:
         """The scan sent to the process, or None when it is not ready or is busy."""
         if not self.ready.is_set() or self.broken or not self._mutex.acquire(blocking=False):
@@ -200,7 +200,8 @@ class ScanProcess:
                 self._read()
                 self._unread = False
             assert self._send is not None
-            self._send.send((np.ascontiguousarray(query, np.float32), scopes, k))
+            chosen = None if scopes is None else list(scopes)
+            self._send.send((np.ascontiguousarray(query, np.float32), chosen, k))
         except (OSError, EOFError, ScanUnavailable, pickle.PicklingError):
             self._mutex.release()
             self._break()
@@ -338,7 +339,11 @@ class ScanProcesses:
         )
 
     def submit(
-        self, ix: OwnerIndex, query: npt.NDArray[np.float32], scopes: list[str] | None, k: int
+        self,
+        ix: OwnerIndex,
+        query: npt.NDArray[np.float32],
+        scopes: Sequence[Scope] | None,
+        k: int,
     ) -> Answer | None:
         """The scan of ``ix`` sent to the process serving its saved copy; None when there is
         none ready and idle (one is started in the background when ``ix`` is its saved copy)."""
@@ -436,18 +441,12 @@ def serve(incoming: Connection, outgoing: Connection) -> int:
         return 1
     complete(ix.derived_values, ix.vectors, ix.size)  # every block, before the first scan
     outgoing.send(("ready", ix.size))
-    masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = {}
     while True:
         try:
             query, scopes, k = incoming.recv()
         except EOFError:
             return 0
-        key = None if scopes is None else tuple(scopes)
-        mask = masks.get(key)
-        if mask is None:
-            mask = ix.scope_mask(None if scopes is None else [Scope(s) for s in scopes])
-            masks[key] = mask
-        found: Any = ix.top_k(ix.scores(query), mask, k)
+        found: Any = ix.top_k(ix.scores(query), ix.scope_mask(scopes), k)  # masks kept per set
         outgoing.send(found)
 
 

@@ -74,8 +74,7 @@ def start(
     """The scan started beside the caller: in the process serving the owner's saved index
     when there is one ready and idle, else on the scan thread when ``threaded`` (a large
     owner); None: it is done inline, by :func:`finish`. ``mask`` is ``scopes``' mask."""
-    values = None if scopes is None else [s.value for s in scopes]
-    answer = SCAN_PROCESSES.submit(ix, query, values, k)
+    answer = SCAN_PROCESSES.submit(ix, query, scopes, k)
     if answer is not None:
         return answer
     return SCAN_THREAD.submit(ix, query, mask, k) if threaded else None
